@@ -1,0 +1,63 @@
+# kpo — the two commands that matter: `make demo` and `make test`. Both do their own set-up.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TESTBED := PYTHONPATH=testbed $(PY) -m kpo_testbed
+STAMP := $(VENV)/.installed
+
+.PHONY: help
+help:
+	@echo "make demo          local test bed + operator + example reassignment with live progress"
+	@echo "make test          lint, unit tests, end-to-end tests on the real test bed (CI runs this)"
+	@echo "make provision     build/fetch Kafka, etcd, kube-apiserver, kube-controller-manager, kubectl, helm (cached)"
+	@echo "make testbed-up    start the test bed in the background; then: . .testbed/env"
+	@echo "make testbed-down  stop every process the test bed started and remove its data"
+	@echo "make lint unit e2e the parts of make test"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kpo needs Python >= 3.11; found " + sys.version.split()[0])'
+	@command -v java >/dev/null || { echo "java is missing: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]' || { echo "pip could not install kpo's dependencies: PyPI must be reachable"; exit 1; }
+	touch $@
+
+.PHONY: venv
+venv: $(STAMP)
+
+.PHONY: provision
+provision:
+	@bash testbed/provision.sh all >/dev/null
+
+.PHONY: testbed-up
+testbed-up: venv provision
+	$(TESTBED) up
+
+.PHONY: testbed-down
+testbed-down:
+	@if [ -x $(PY) ]; then $(TESTBED) down; else echo "no virtualenv, so no test bed was started"; fi
+
+.PHONY: testbed-status
+testbed-status: venv
+	$(TESTBED) status
+
+.PHONY: lint
+lint: venv
+	$(VENV)/bin/ruff check operator tests e2e testbed
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+.PHONY: unit
+unit: venv
+	$(PY) -m pytest tests -q
+
+.PHONY: e2e
+e2e: venv provision
+	$(PY) -m pytest e2e -q
+
+.PHONY: test
+test: venv provision lint unit e2e

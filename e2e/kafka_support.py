@@ -1,0 +1,69 @@
+"""Small helpers the end-to-end tests share for talking to the real Kafka (no stand-ins)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except KafkaException as exc:
+            last = exc
+        else:
+            if value:
+                return value
+            last = value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int, *, replication_factor: int = -1,
+                 assignment: list[list[int]] | None = None, config: dict[str, str] | None = None) -> None:
+    if assignment is not None:
+        topic = NewTopic(name, replica_assignment=assignment, config=config or {})
+    else:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=config or {})
+    admin.create_topics([topic])[name].result(timeout=30)
+    wait_for(lambda: replicas_of(admin, name) and len(replicas_of(admin, name)) == (len(assignment) if assignment
+                                                                                  else partitions),
+             30, f"topic {name} metadata")
+
+
+def describe_topic(admin: AdminClient, name: str) -> dict[int, tuple[list[int], int, list[int]]]:
+    """partition -> (replicas, leader, isr) from DescribeTopics."""
+    desc = admin.describe_topics(TopicCollection([name]))[name].result(timeout=30)
+    return {p.id: ([r.id for r in p.replicas], p.leader.id if p.leader else -1, [r.id for r in p.isr])
+            for p in desc.partitions}
+
+
+def replicas_of(admin: AdminClient, name: str) -> dict[int, list[int]]:
+    return {p: r for p, (r, _, _) in describe_topic(admin, name).items()}
+
+
+def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int | None) -> None:
+    """Set (rate) or remove (None) a replication throttle on the brokers and all replicas of the topic."""
+    op = ConfigEntry
+    kind = AlterConfigOpType.SET if rate is not None else AlterConfigOpType.DELETE
+    value = str(rate) if rate is not None else ""
+    resources = [
+        ConfigResource(ConfigResource.Type.BROKER, str(b), incremental_configs=[
+            op("leader.replication.throttled.rate", value, incremental_operation=kind),
+            op("follower.replication.throttled.rate", value, incremental_operation=kind)])
+        for b in brokers
+    ]
+    resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        op("leader.replication.throttled.replicas", "*" if rate is not None else "", incremental_operation=kind),
+        op("follower.replication.throttled.replicas", "*" if rate is not None else "", incremental_operation=kind)]))
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(timeout=30)

@@ -1,0 +1,72 @@
+"""Command line for the test bed (used by the Makefile and documented in the README).
+
+    python -m kpo_testbed up|down|status [--dir .testbed]
+    python -m kpo_testbed kill-node N [--graceful]    stop one Kafka node (SIGKILL unless --graceful)
+    python -m kpo_testbed start-node N                start it again and wait until it has registered
+    python -m kpo_testbed controller                  print the node id of the active KRaft controller
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from kpo_testbed.bed import Testbed
+from kpo_testbed.paths import REPO_ROOT
+from kpo_testbed.procs import is_running
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kpo_testbed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".testbed", help="state directory")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up")
+    sub.add_parser("down")
+    sub.add_parser("status")
+    sub.add_parser("controller")
+    kill = sub.add_parser("kill-node")
+    kill.add_argument("node", type=int)
+    kill.add_argument("--graceful", action="store_true")
+    start = sub.add_parser("start-node")
+    start.add_argument("node", type=int)
+    args = parser.parse_args(argv)
+    state_dir: Path = args.dir.resolve()
+
+    if args.command == "up":
+        began = time.monotonic()
+        bed = Testbed.up(state_dir)
+        print(f"test bed up in {time.monotonic() - began:.1f}s: Kafka {bed.state.kafka.bootstrap_servers}, "
+              f"kube-apiserver {bed.state.kube.server}")
+        print(f"  . {state_dir / 'env'}")
+        return 0
+    bed_or_none = Testbed.open(state_dir)
+    if bed_or_none is None:
+        if args.command in ("down", "status"):
+            print(f"no test bed in {state_dir}")
+            return 0 if args.command == "down" else 1
+        print(f"no test bed in {state_dir}; run make testbed-up", file=sys.stderr)
+        return 1
+    bed = bed_or_none
+    if args.command == "down":
+        bed.down()
+        print(f"test bed in {state_dir} stopped")
+    elif args.command == "status":
+        ok = bed.healthy()
+        for name, record in sorted(bed.state.processes.items()):
+            print(f"{name:26} pid {record.pid:<8} {'running' if is_running(record) else 'DEAD'}")
+        print("healthy" if ok else "NOT healthy")
+        return 0 if ok else 1
+    elif args.command == "controller":
+        print(bed.active_controller())
+    elif args.command == "kill-node":
+        bed.kill_node(args.node, graceful=args.graceful)
+    elif args.command == "start-node":
+        bed.start_node(args.node)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The whole test bed: Kafka and the Kubernetes control plane, started together, described by one state file.
+
+``Testbed.up(state_dir)`` leaves behind ``state.json`` (ports, paths, pids) and ``env`` (a shell file exporting
+``KUBECONFIG``, ``KPO_BOOTSTRAP_SERVERS``, the Kafka jars and a ``PATH`` with the pinned kubectl, helm and etcd
+first). Any later process — ``make testbed-down``, a pytest session, the demo — re-opens the same test bed from that
+directory with ``Testbed.open``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kpo_testbed import procs
+from kpo_testbed.kafka import KafkaCluster
+from kpo_testbed.kube import KubeControlPlane
+from kpo_testbed.paths import Binaries
+
+STATE_FILE = "state.json"
+ENV_FILE = "env"
+
+
+@dataclass
+class TestbedState:
+    kafka: KafkaCluster
+    kube: KubeControlPlane
+    processes: dict[str, procs.ProcessRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"kafka": self.kafka.to_json(), "kube": self.kube.to_json(),
+                "processes": {k: v.to_json() for k, v in self.processes.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> TestbedState:
+        kafka, kube, processes = data["kafka"], data["kube"], data["processes"]
+        assert isinstance(kafka, dict) and isinstance(kube, dict) and isinstance(processes, dict)
+        return cls(kafka=KafkaCluster.from_json(kafka), kube=KubeControlPlane.from_json(kube),
+                   processes={k: procs.ProcessRecord.from_json(v) for k, v in processes.items()})
+
+
+class Testbed:
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, state_dir: Path, state: TestbedState, binaries: Binaries) -> None:
+        self.state_dir = state_dir
+        self.state = state
+        self.binaries = binaries
+
+    # ----------------------------------------------------------------------------------------------- lifecycle
+
+    @classmethod
+    def open(cls, state_dir: Path) -> Testbed | None:
+        path = state_dir / STATE_FILE
+        if not path.is_file():
+            return None
+        return cls(state_dir, TestbedState.from_json(json.loads(path.read_text())), Binaries.from_cache())
+
+    @classmethod
+    def up(cls, state_dir: Path) -> Testbed:
+        """Start the test bed in ``state_dir``, or return the one already running there when it is healthy."""
+        existing = cls.open(state_dir)
+        if existing is not None:
+            if existing.healthy():
+                return existing
+            existing.down()
+        binaries = Binaries.from_cache()
+        missing = binaries.missing()
+        if missing:
+            raise RuntimeError("the test bed is not provisioned; run testbed/provision.sh (make provision). Missing: "
+                               + ", ".join(str(p) for p in missing))
+        data = state_dir / "data"
+        shutil.rmtree(data, ignore_errors=True)
+        kafka = KafkaCluster.on_free_ports(data / "kafka", binaries.kafka_libs)
+        kube = KubeControlPlane.on_free_ports(data / "kube", binaries.etcd, binaries.kube_apiserver,
+                                              binaries.kube_controller_manager)
+        bed = cls(state_dir, TestbedState(kafka=kafka, kube=kube), binaries)
+        try:
+            bed._start_all()
+        except BaseException:
+            bed.down()
+            raise
+        return bed
+
+    def _start_all(self) -> None:
+        kafka, kube = self.state.kafka, self.state.kube
+        kafka.write_config()
+        kube.write_config()
+        self._record(kube.start_etcd())
+        self._save()
+        kafka.format_storage()
+        for node in kafka.nodes:
+            self._record(kafka.start_node(node.node_id))
+        self._save()
+        procs.wait_until(kube.etcd_healthy, 60, "etcd to be healthy")
+        self._record(kube.start_apiserver())
+        self._save()
+        kafka.wait_healthy()
+        procs.wait_until(kube.apiserver_ready, 120, "kube-apiserver /readyz")
+        self._record(kube.start_controller_manager())
+        self._save()
+        procs.wait_until(kube.controller_manager_healthy, 60, "kube-controller-manager /healthz")
+        self.write_env()
+
+    def down(self) -> None:
+        """Stop every process this test bed started (by pid), then remove its data, state and env files."""
+        running = self.state.processes
+        kube_first = [running[n] for n in ("kube-controller-manager", "kube-apiserver") if n in running]
+        kafka_nodes = [r for n, r in running.items() if n.startswith("kafka-")]
+        procs.stop_all(kube_first + kafka_nodes)
+        if "etcd" in running:
+            procs.stop(running["etcd"])
+        self.state.processes.clear()
+        shutil.rmtree(self.state_dir / "data", ignore_errors=True)
+        for name in (STATE_FILE, ENV_FILE):
+            (self.state_dir / name).unlink(missing_ok=True)
+
+    def healthy(self) -> bool:
+        expected = {"etcd", "kube-apiserver", "kube-controller-manager"} | {
+            f"kafka-{n.node_id}" for n in self.state.kafka.nodes}
+        if set(self.state.processes) != expected:
+            return False
+        if not all(procs.is_running(r) for r in self.state.processes.values()):
+            return False
+        try:
+            return (self.state.kube.apiserver_ready()
+                    and self.state.kafka.live_brokers() == {n.node_id for n in self.state.kafka.nodes})
+        except Exception:
+            return False
+
+    # ---------------------------------------------------------------------------------------------- Kafka nodes
+
+    def kill_node(self, node_id: int, graceful: bool = False) -> None:
+        """Stop one Kafka node: SIGKILL by default (a crash), SIGTERM with ``graceful`` (a controlled shutdown)."""
+        record = self.state.processes.pop(f"kafka-{node_id}", None)
+        if record is None:
+            raise RuntimeError(f"Kafka node {node_id} is not running")
+        procs.stop(record, sig=signal.SIGTERM if graceful else signal.SIGKILL, timeout=60)
+        self._save()
+
+    def start_node(self, node_id: int, wait: bool = True) -> None:
+        name = f"kafka-{node_id}"
+        if name in self.state.processes and procs.is_running(self.state.processes[name]):
+            return
+        self._record(self.state.kafka.start_node(node_id))
+        self._save()
+        if wait:
+            self.state.kafka.wait_healthy((node_id,))
+
+    def active_controller(self) -> int:
+        return self.state.kafka.active_controller()
+
+    # --------------------------------------------------------------------------------------------------- output
+
+    def env(self) -> dict[str, str]:
+        kafka, kube = self.state.kafka, self.state.kube
+        path_prefix = ":".join(str(p) for p in self.binaries.path_dirs())
+        return {
+            "KPO_TESTBED_DIR": str(self.state_dir),
+            "KUBECONFIG": str(kube.kubeconfig),
+            "KPO_KUBE_SERVER": kube.server,
+            "KPO_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            "KPO_KAFKA_CONTROLLERS": ",".join(f"127.0.0.1:{n.controller_port}" for n in kafka.nodes),
+            "KPO_KAFKA_LIBS": str(kafka.libs),
+            "KPO_KUBECTL": str(self.binaries.kubectl),
+            "KPO_HELM": str(self.binaries.helm),
+            "PATH": f"{path_prefix}:{os.environ.get('PATH', '')}",
+        }
+
+    def write_env(self) -> None:
+        lines = ["# Written by the kpo test bed; source it: . .testbed/env"]
+        for key, value in self.env().items():
+            if key == "PATH":
+                prefix = ":".join(str(p) for p in self.binaries.path_dirs())
+                lines.append(f'export PATH="{prefix}:$PATH"')
+            else:
+                lines.append(f"export {key}='{value}'")
+        (self.state_dir / ENV_FILE).write_text("\n".join(lines) + "\n")
+
+    def _record(self, record: procs.ProcessRecord) -> None:
+        self.state.processes[record.name] = record
+
+    def _save(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / STATE_FILE).write_text(json.dumps(self.state.to_json(), indent=2) + "\n")

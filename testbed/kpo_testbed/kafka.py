@@ -1,0 +1,207 @@
+"""A 3-node KRaft Kafka cluster (combined broker + controller) on loopback.
+
+Each node has a client listener and a controller listener on 127.0.0.1, two log directories (so DescribeLogDirs and
+log-dir moves have something to show), a rack of its own, and ``auto.leader.rebalance.enable=false`` so that
+leader-election tests are deterministic. Heaps are bounded: an unbounded JVM takes a quarter of the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from kpo_testbed import procs
+
+NODE_IDS = (1, 2, 3)
+_QUIET = logging.getLogger("kpo_testbed.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+CLUSTER_ID_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+
+LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+@dataclass(frozen=True)
+class KafkaNode:
+    node_id: int
+    client_port: int
+    controller_port: int
+    rack: str
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+
+@dataclass
+class KafkaCluster:
+    root: Path
+    libs: Path
+    nodes: list[KafkaNode]
+    extra_properties: dict[str, str] = field(default_factory=dict)
+    heap: str = "-Xms256m -Xmx512m"
+
+    @classmethod
+    def on_free_ports(cls, root: Path, libs: Path) -> KafkaCluster:
+        ports = procs.free_ports(2 * len(NODE_IDS))
+        nodes = [
+            KafkaNode(node_id=n, client_port=ports[2 * i], controller_port=ports[2 * i + 1], rack=f"rack-{'abc'[i]}")
+            for i, n in enumerate(NODE_IDS)
+        ]
+        return cls(root=root, libs=libs, nodes=nodes)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no Kafka node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.root / f"node-{node_id}"
+
+    def log_dirs(self, node_id: int) -> list[Path]:
+        return [self.node_dir(node_id) / "data-a", self.node_dir(node_id) / "data-b"]
+
+    def properties(self, node: KafkaNode) -> dict[str, str]:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": ",".join(str(d) for d in self.log_dirs(node.node_id)),
+            "broker.rack": node.rack,
+            "auto.leader.rebalance.enable": "false",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "3",
+            "offsets.topic.num.partitions": "6",
+            "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "2",
+            "transaction.state.log.num.partitions": "6",
+            "share.coordinator.state.topic.replication.factor": "3",
+            "share.coordinator.state.topic.min.isr": "2",
+            "group.initial.rebalance.delay.ms": "0",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "num.replica.fetchers": "1",
+            "num.recovery.threads.per.data.dir": "1",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+            "log.segment.bytes": str(16 * 1024 * 1024),
+            # Fast failure detection, so that killing a node in a test shows up in seconds, not minutes.
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "1000",
+            "replica.lag.time.max.ms": "10000",
+        }
+        props.update(self.extra_properties)
+        return props
+
+    def write_config(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "log4j2.properties").write_text(LOG4J2)
+        for node in self.nodes:
+            ndir = self.node_dir(node.node_id)
+            ndir.mkdir(parents=True, exist_ok=True)
+            lines = [f"{k}={v}" for k, v in self.properties(node).items()]
+            (ndir / "server.properties").write_text("\n".join(lines) + "\n")
+
+    def java(self, main_class: str, *args: str, heap: str = "-Xms64m -Xmx256m") -> list[str]:
+        return [
+            "java",
+            *heap.split(),
+            "-XX:+UseSerialGC" if "Xmx256m" in heap else "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
+            "-cp",
+            f"{self.libs}/*",
+            main_class,
+            *args,
+        ]
+
+    def run_tool(self, main_class: str, *args: str, timeout: float = 120) -> str:
+        result = subprocess.run(self.java(main_class, *args), capture_output=True, text=True, timeout=timeout,
+                                check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"{main_class} {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+        return result.stdout
+
+    def format_storage(self) -> str:
+        cluster_id = self.run_tool("kafka.tools.StorageTool", "random-uuid").strip().splitlines()[-1]
+        if not CLUSTER_ID_RE.match(cluster_id):
+            raise RuntimeError(f"StorageTool random-uuid printed {cluster_id!r}, not a cluster id")
+        for node in self.nodes:
+            props = self.node_dir(node.node_id) / "server.properties"
+            self.run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+                          "--ignore-formatted")
+        return cluster_id
+
+    def start_node(self, node_id: int) -> procs.ProcessRecord:
+        ndir = self.node_dir(node_id)
+        argv = self.java("kafka.Kafka", str(ndir / "server.properties"), heap=self.heap)
+        return procs.start(f"kafka-{node_id}", argv, ndir / "server.log")
+
+    def live_brokers(self, timeout: float = 5.0) -> set[int]:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 3000}, logger=_QUIET)
+        metadata = admin.list_topics(timeout=timeout)
+        return set(metadata.brokers)
+
+    def wait_healthy(self, node_ids: tuple[int, ...] = NODE_IDS, timeout: float = 120) -> None:
+        procs.wait_until(lambda: set(node_ids) <= self.live_brokers(), timeout,
+                         f"Kafka brokers {sorted(node_ids)} to register")
+
+    def active_controller(self) -> int:
+        """The node id of the active KRaft controller: LeaderId in kafka-metadata-quorum.sh describe --status."""
+        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
+        out = self.run_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller", bootstrap,
+                            "describe", "--status")
+        match = re.search(r"^LeaderId:\s*(\d+)", out, re.MULTILINE)
+        if not match:
+            raise RuntimeError(f"no LeaderId in kafka-metadata-quorum output:\n{out}")
+        return int(match.group(1))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "root": str(self.root),
+            "libs": str(self.libs),
+            "nodes": [n.__dict__ for n in self.nodes],
+            "extra_properties": self.extra_properties,
+            "heap": self.heap,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> KafkaCluster:
+        nodes = data["nodes"]
+        props = data.get("extra_properties", {})
+        assert isinstance(nodes, list) and isinstance(props, dict)
+        return cls(root=Path(str(data["root"])), libs=Path(str(data["libs"])),
+                   nodes=[KafkaNode(**n) for n in nodes], extra_properties=dict(props), heap=str(data["heap"]))
+
+    def remove_data(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
