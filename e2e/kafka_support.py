@@ -31,7 +31,7 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
 def create_topic(admin: AdminClient, name: str, partitions: int, *, replication_factor: int = -1,
                  assignment: list[list[int]] | None = None, config: dict[str, str] | None = None) -> None:
     if assignment is not None:
-        topic = NewTopic(name, replica_assignment=assignment, config=config or {})
+        topic = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=config or {})
     else:
         topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=config or {})
     admin.create_topics([topic])[name].result(timeout=30)
@@ -65,5 +65,7 @@ def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int |
     resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
         op("leader.replication.throttled.replicas", "*" if rate is not None else "", incremental_operation=kind),
         op("follower.replication.throttled.replicas", "*" if rate is not None else "", incremental_operation=kind)]))
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(timeout=30)
+    # librdkafka sends BROKER resources to that broker, so it takes one per call.
+    for resource in resources:
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
