@@ -1,0 +1,123 @@
+"""The operator's own configuration: Kafka connections and defaults.
+
+It comes from a YAML file (``KPO_CONFIG``, rendered by the Helm chart from its values) or, for a quick local run,
+from ``KPO_BOOTSTRAP_SERVERS`` alone, which defines the default cluster. Credentials are never in this file: SASL
+passwords and TLS material are named as keys of Kubernetes Secrets, read by the operator at connection time, so the
+chart can grant it exactly those Secrets and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+DEFAULT_CLUSTER = "default"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class SecretKeyRef(_Model):
+    name: str = Field(description="Secret name, in the operator's namespace unless `namespace` is given.")
+    key: str = Field(description="Key in the Secret's data.")
+    namespace: str | None = None
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class SaslConfig(_Model):
+    mechanism: SaslMechanism = SaslMechanism.SCRAM_SHA_512
+    username: str | None = None
+    username_secret: SecretKeyRef | None = None
+    password_secret: SecretKeyRef
+
+    @model_validator(mode="after")
+    def _one_username(self) -> Self:
+        if (self.username is None) == (self.username_secret is None):
+            raise ValueError("give exactly one of sasl.username and sasl.usernameSecret")
+        return self
+
+
+class TlsConfig(_Model):
+    ca_secret: SecretKeyRef | None = None
+    cert_secret: SecretKeyRef | None = None
+    key_secret: SecretKeyRef | None = None
+    verify_hostname: bool = True
+
+
+class KafkaConnection(_Model):
+    bootstrap_servers: str = Field(min_length=1)
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl: SaslConfig | None = None
+    tls: TlsConfig | None = None
+    request_timeout_seconds: float = 30.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        uses_sasl = self.security_protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+        if uses_sasl and self.sasl is None:
+            raise ValueError(f"securityProtocol {self.security_protocol} needs a sasl section")
+        if not uses_sasl and self.sasl is not None:
+            raise ValueError(f"a sasl section needs securityProtocol SASL_PLAINTEXT or SASL_SSL, "
+                             f"not {self.security_protocol}")
+        return self
+
+
+class ExecutionDefaults(_Model):
+    max_moves: int = Field(default=50, ge=1, description="Cluster-wide in-flight moves, all CRs together.")
+    max_moves_per_broker: int = Field(default=5, ge=1, description="In-flight moves touching one broker.")
+
+
+class OperatorConfig(_Model):
+    clusters: dict[str, KafkaConnection] = Field(default_factory=dict)
+    default_cluster: str = DEFAULT_CLUSTER
+    poll_interval_seconds: float = Field(default=2.0, gt=0)
+    execution: ExecutionDefaults = ExecutionDefaults()
+    namespace: str = Field(default="default", description="The operator's own namespace (Secrets are read here).")
+    metrics_port: int = 8080
+
+    def connection(self, cluster_ref: str | None) -> KafkaConnection:
+        name = cluster_ref or self.default_cluster
+        try:
+            return self.clusters[name]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters)) or "none"
+            raise KeyError(f"no Kafka cluster named {name!r} in the operator's configuration (known: {known})") \
+                from None
+
+    @classmethod
+    def load(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
+        env = dict(os.environ if environ is None else environ)
+        data: dict[str, object] = {}
+        if env.get("KPO_CONFIG"):
+            loaded = yaml.safe_load(Path(env["KPO_CONFIG"]).read_text()) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{env['KPO_CONFIG']} must hold a mapping")
+            data.update(loaded)
+        clusters = dict(data.get("clusters", {}) or {})  # type: ignore[call-overload]
+        if env.get("KPO_BOOTSTRAP_SERVERS") and DEFAULT_CLUSTER not in clusters:
+            clusters[DEFAULT_CLUSTER] = {"bootstrapServers": env["KPO_BOOTSTRAP_SERVERS"]}
+        data["clusters"] = clusters
+        if env.get("KPO_NAMESPACE"):
+            data["namespace"] = env["KPO_NAMESPACE"]
+        if env.get("KPO_POLL_INTERVAL"):
+            data["pollIntervalSeconds"] = float(env["KPO_POLL_INTERVAL"])
+        return cls.model_validate(data)

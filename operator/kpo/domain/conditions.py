@@ -1,0 +1,80 @@
+"""Status conditions in the Kubernetes / kstatus shape.
+
+``Ready`` is True only at success, so ``kubectl wait --for=condition=Ready``, Flux health checks and Argo CD all work
+unchanged; ``Progressing`` is True while kpo works; ``Stalled`` is True when kpo cannot go on without the user
+(invalid input, a refusal, a conflict). ``lastTransitionTime`` changes only when a condition's status changes, as the
+API conventions require.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+STALLED = "Stalled"
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+    last_transition_time: str
+    observed_generation: int
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+            "observedGeneration": self.observed_generation,
+        }
+
+    @classmethod
+    def from_status(cls, data: Mapping[str, Any]) -> Condition:
+        return cls(
+            type=str(data.get("type", "")),
+            status=str(data.get("status", "Unknown")),
+            reason=str(data.get("reason", "")),
+            message=str(data.get("message", "")),
+            last_transition_time=str(data.get("lastTransitionTime", "")),
+            observed_generation=int(data.get("observedGeneration", 0) or 0),
+        )
+
+
+@dataclass(frozen=True)
+class ConditionUpdate:
+    """What a life cycle wants a condition to say now; ``merge`` decides the transition time."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+def merge(existing: Iterable[Mapping[str, Any]], updates: Iterable[ConditionUpdate], generation: int,
+          now: str) -> list[dict[str, Any]]:
+    """Apply ``updates`` to ``existing`` conditions, keeping ``lastTransitionTime`` when the status did not change."""
+    by_type = {c.type: c for c in (Condition.from_status(e) for e in existing)}
+    for update in updates:
+        status = "True" if update.status else "False"
+        previous = by_type.get(update.type)
+        since = previous.last_transition_time if previous is not None and previous.status == status else now
+        by_type[update.type] = Condition(update.type, status, update.reason, update.message, since, generation)
+    order = {READY: 0, PROGRESSING: 1, STALLED: 2}
+    return [c.to_status() for c in sorted(by_type.values(), key=lambda c: (order.get(c.type, 9), c.type))]
+
+
+def kstatus(*, ready: bool, progressing: bool, stalled: bool, reason: str, message: str) -> list[ConditionUpdate]:
+    """The three kstatus conditions at once, all with the same reason and message."""
+    return [
+        ConditionUpdate(READY, ready, reason, message),
+        ConditionUpdate(PROGRESSING, progressing, reason, message),
+        ConditionUpdate(STALLED, stalled, reason, message),
+    ]

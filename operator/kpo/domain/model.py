@@ -1,0 +1,112 @@
+"""Value types for what kpo knows about a Kafka cluster.
+
+These are the nouns every layer shares: the Kafka adapter produces them, the life cycles decide on them, the planner's
+contract serialises them. They are frozen and hashable so that decisions are pure functions of plain values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+Replicas = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    rack: str | None = None
+    host: str = ""
+    port: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What DescribeTopics says about one partition."""
+
+    replicas: Replicas
+    leader: int
+    isr: Replicas
+
+
+@dataclass(frozen=True)
+class OngoingReassignment:
+    """What ListPartitionReassignments (KIP-455) says about one partition that is moving.
+
+    ``replicas`` is the full set during the move; Kafka orders it target-first, so the target is the set minus the
+    replicas being removed, in that order.
+    """
+
+    replicas: Replicas
+    adding: Replicas
+    removing: Replicas
+
+    @property
+    def target(self) -> Replicas:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+
+@dataclass(frozen=True)
+class KafkaRefusal:
+    """An error Kafka returned for a request or for one partition of it."""
+
+    code: str
+    message: str = ""
+    retriable: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}" if self.message else self.code
+
+
+# Kafka error codes that mean "try again": the controller moved, a request timed out, a broker is catching up.
+RETRIABLE_CODES = frozenset({
+    "NOT_CONTROLLER",
+    "REQUEST_TIMED_OUT",
+    "COORDINATOR_NOT_AVAILABLE",
+    "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_OR_FOLLOWER",
+    "NETWORK_EXCEPTION",
+    "BROKER_NOT_AVAILABLE",
+    "REBALANCE_IN_PROGRESS",
+    "KAFKA_STORAGE_ERROR",
+    "THROTTLING_QUOTA_EXCEEDED",
+    "_TRANSPORT",
+    "_TIMED_OUT",
+    "_ALL_BROKERS_DOWN",
+})
+
+
+def refusal(code: str, message: str = "") -> KafkaRefusal:
+    return KafkaRefusal(code=code, message=message, retriable=code in RETRIABLE_CODES)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The slice of the cluster one decision needs: live brokers, the partitions concerned, what is moving."""
+
+    brokers: dict[int, Broker]
+    partitions: dict[TopicPartition, PartitionState]
+    ongoing: dict[TopicPartition, OngoingReassignment] = field(default_factory=dict)
+    # Size in bytes of each partition's replica on each broker, from DescribeLogDirs.
+    replica_sizes: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
+    # Topic-level configs kpo validates against (min.insync.replicas).
+    min_insync: dict[str, int] = field(default_factory=dict)
+    # Log dirs per broker, from DescribeLogDirs.
+    log_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    topics: frozenset[str] = frozenset()
+
+    def partition_size(self, tp: TopicPartition) -> int:
+        """The bytes a new replica of ``tp`` must copy: the largest replica's size (the leader's, when in sync)."""
+        state = self.partitions.get(tp)
+        if state is None:
+            return 0
+        return max((self.replica_sizes.get((tp, b), 0) for b in state.replicas), default=0)

@@ -1,0 +1,205 @@
+"""Pure decisions for explicit partition reassignments: validation, classification against Kafka, progress.
+
+Kafka is the source of truth for what is moving (ListPartitionReassignments); a PartitionReassignment's status is a
+projection of it. The only thing kpo must remember itself is which in-flight moves it started (``owned``), so that
+after a restart it neither submits a move twice nor mistakes its own move for someone else's, and so that a partition
+dropped from the spec is cancelled while anyone else's move is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kpo.domain.model import ClusterView, Replicas, TopicPartition
+
+
+@dataclass(frozen=True)
+class Target:
+    replicas: Replicas
+    log_dirs: tuple[str, ...] | None = None
+
+
+Targets = Mapping[TopicPartition, Target]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a spec cannot be carried out on this cluster, phrased for the user."""
+
+    field: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.partitions") -> list[Problem]:
+    """Check targets against the live cluster before anything is sent to Kafka."""
+    problems: list[Problem] = []
+    live = sorted(view.brokers)
+    for index, (tp, target) in enumerate(targets.items()):
+        where = f"{field_prefix}[{index}]"
+        if tp.topic not in view.topics:
+            problems.append(Problem(f"{where}.topic", "UnknownTopic", f"topic {tp.topic!r} does not exist"))
+            continue
+        if tp not in view.partitions:
+            count = sum(1 for p in view.partitions if p.topic == tp.topic)
+            problems.append(Problem(f"{where}.partition", "UnknownPartition",
+                                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})"))
+            continue
+        replicas = target.replicas
+        if not replicas:
+            problems.append(Problem(f"{where}.replicas", "EmptyReplicas", f"{tp} needs at least one replica"))
+            continue
+        if len(set(replicas)) != len(replicas):
+            problems.append(Problem(f"{where}.replicas", "DuplicateReplicas",
+                                    f"{tp} lists a broker twice: {list(replicas)}"))
+        unknown = [b for b in replicas if b not in view.brokers]
+        if unknown:
+            problems.append(Problem(f"{where}.replicas", "UnknownBroker",
+                                    f"{tp}: broker(s) {unknown} are not live brokers of the cluster (live: {live})"))
+        min_isr = view.min_insync.get(tp.topic, 1)
+        if len(replicas) < min_isr:
+            problems.append(Problem(f"{where}.replicas", "BelowMinInsyncReplicas",
+                                    f"{tp}: {len(replicas)} replica(s) is below the topic's min.insync.replicas="
+                                    f"{min_isr}; producers with acks=all would be refused"))
+        if target.log_dirs is not None:
+            if len(target.log_dirs) != len(replicas):
+                problems.append(Problem(f"{where}.logDirs", "LogDirsMismatch",
+                                        f"{tp}: {len(target.log_dirs)} log dirs for {len(replicas)} replicas"))
+            else:
+                for broker, log_dir in zip(replicas, target.log_dirs, strict=True):
+                    known = view.log_dirs.get(broker)
+                    if log_dir != "any" and known is not None and log_dir not in known:
+                        problems.append(Problem(f"{where}.logDirs", "UnknownLogDir",
+                                                f"{tp}: broker {broker} has no log dir {log_dir!r} "
+                                                f"(it has {sorted(known)})"))
+    return problems
+
+
+class PartitionStatus(Enum):
+    COMPLETED = "Completed"
+    IN_FLIGHT = "InFlight"  # moving towards this CR's current target, started by kpo for this CR
+    RETARGET = "Retarget"  # moving, started by kpo for this CR, but towards a target the spec no longer asks for
+    PENDING = "Pending"  # not moving and not at its target yet
+    EXTERNAL = "External"  # moving because someone else started it: never overridden
+
+
+@dataclass(frozen=True)
+class Classification:
+    status: dict[TopicPartition, PartitionStatus]
+    # Moves kpo started for this CR whose partitions the spec no longer lists: cancel them (KIP-455).
+    dropped: tuple[TopicPartition, ...] = ()
+    # The moves this CR owns after adoption: partitions moving exactly to their target count as this CR's even when
+    # the status write that recorded them was lost (a crash between submit and patch).
+    owned: dict[TopicPartition, Replicas] = field(default_factory=dict)
+
+    def of(self, kind: PartitionStatus) -> list[TopicPartition]:
+        return [tp for tp, s in self.status.items() if s is kind]
+
+
+def classify(targets: Targets, owned: Mapping[TopicPartition, Replicas], view: ClusterView) -> Classification:
+    """Place each targeted partition in one state, given what kpo started (``owned``) and what Kafka reports."""
+    status: dict[TopicPartition, PartitionStatus] = {}
+    still_owned: dict[TopicPartition, Replicas] = {}
+    for tp, target in targets.items():
+        ongoing = view.ongoing.get(tp)
+        if ongoing is not None:
+            if ongoing.target == target.replicas:
+                status[tp] = PartitionStatus.IN_FLIGHT
+                still_owned[tp] = target.replicas
+            elif tp in owned and owned[tp] == ongoing.target:
+                status[tp] = PartitionStatus.RETARGET
+                still_owned[tp] = ongoing.target
+            else:
+                status[tp] = PartitionStatus.EXTERNAL
+            continue
+        current = view.partitions.get(tp)
+        if current is not None and current.replicas == target.replicas:
+            status[tp] = PartitionStatus.COMPLETED
+        else:
+            status[tp] = PartitionStatus.PENDING
+    dropped = tuple(
+        tp for tp, replicas in owned.items()
+        if tp not in targets and tp in view.ongoing and view.ongoing[tp].target == replicas
+    )
+    for tp in dropped:
+        still_owned[tp] = owned[tp]
+    return Classification(status=status, dropped=dropped, owned=still_owned)
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    completed: int
+    in_flight: int
+    pending: int
+    failed: int
+    bytes_to_move: int
+    bytes_moved: int
+
+    @property
+    def percent(self) -> int:
+        if self.bytes_to_move > 0:
+            return min(100, (100 * self.bytes_moved) // self.bytes_to_move)
+        return 100 if self.total == 0 else (100 * self.completed) // self.total
+
+    def eta_seconds(self, elapsed_seconds: float) -> int | None:
+        if self.bytes_moved <= 0 or elapsed_seconds <= 0 or self.bytes_to_move <= self.bytes_moved:
+            return None if self.bytes_to_move > self.bytes_moved else 0
+        rate = self.bytes_moved / elapsed_seconds
+        return int((self.bytes_to_move - self.bytes_moved) / rate)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.completed}/{self.total}"
+
+
+def progress(targets: Targets, originals: Mapping[TopicPartition, Replicas], classification: Classification,
+             failed: Sequence[TopicPartition], view: ClusterView) -> Progress:
+    """Counts and bytes: a move copies the partition once to every replica its target adds to the original set."""
+    failed_set = set(failed)
+    completed = in_flight = pending = 0
+    bytes_to_move = bytes_moved = 0
+    for tp, target in targets.items():
+        original = originals.get(tp) or (view.partitions[tp].replicas if tp in view.partitions else ())
+        new_brokers = [b for b in target.replicas if b not in original]
+        size = view.partition_size(tp)
+        bytes_to_move += size * len(new_brokers)
+        state = classification.status.get(tp, PartitionStatus.PENDING)
+        if tp in failed_set:
+            continue
+        if state is PartitionStatus.COMPLETED:
+            completed += 1
+            bytes_moved += size * len(new_brokers)
+        elif state in (PartitionStatus.IN_FLIGHT, PartitionStatus.RETARGET):
+            in_flight += 1
+            bytes_moved += sum(min(size, view.replica_sizes.get((tp, b), 0)) for b in new_brokers)
+        else:
+            pending += 1
+    return Progress(total=len(targets), completed=completed, in_flight=in_flight, pending=pending,
+                    failed=len(failed_set & set(targets)), bytes_to_move=bytes_to_move, bytes_moved=bytes_moved)
+
+
+def rollback_document(originals: Mapping[TopicPartition, Replicas]) -> dict[str, object]:
+    """The original placement in kafka-reassign-partitions' JSON, usable with that tool as it is."""
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas),
+             "log_dirs": ["any"] * len(replicas)}
+            for tp, replicas in sorted(originals.items())
+        ],
+    }
+
+
+def parse_reassignment_document(doc: Mapping[str, object]) -> dict[TopicPartition, Replicas]:
+    partitions = doc.get("partitions", [])
+    assert isinstance(partitions, list)
+    out: dict[TopicPartition, Replicas] = {}
+    for entry in partitions:
+        out[TopicPartition(str(entry["topic"]), int(entry["partition"]))] = tuple(int(r) for r in entry["replicas"])
+    return out

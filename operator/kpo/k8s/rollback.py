@@ -1,0 +1,70 @@
+"""The rollback ConfigMap: a PartitionReassignment's original replicas, in kafka-reassign-partitions' JSON.
+
+It is written before kpo sends the first move of a partition and never overwritten for that partition afterwards,
+so it always holds the placement from before kpo touched anything. It is owned by the CR (garbage-collected with it)
+and usable as it is: ``kafka-reassign-partitions.sh --execute --reassignment-json-file rollback.json``, or pasted into
+a new PartitionReassignment's ``spec.partitions``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kpo.domain.model import Replicas, TopicPartition
+from kpo.domain.reassignment import parse_reassignment_document, rollback_document
+
+DATA_KEY = "rollback.json"
+
+
+def rollback_name(cr_name: str) -> str:
+    return f"{cr_name}-rollback"[:253]
+
+
+def owner_reference(body: Mapping[str, Any]) -> client.V1OwnerReference:
+    meta = body["metadata"]
+    return client.V1OwnerReference(api_version=body["apiVersion"], kind=body["kind"], name=meta["name"],
+                                   uid=meta["uid"], controller=True, block_owner_deletion=True)
+
+
+class RollbackStore:
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self.core = core
+
+    def load(self, namespace: str, cr_name: str) -> dict[TopicPartition, Replicas]:
+        try:
+            cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        raw = (cm.data or {}).get(DATA_KEY)
+        return parse_reassignment_document(json.loads(raw)) if raw else {}
+
+    def add(self, body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]) -> str:
+        """Record ``originals`` for partitions not recorded yet; existing entries are never replaced."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], rollback_name(meta["name"])
+        existing = self.load(namespace, meta["name"])
+        merged = {**originals, **existing}
+        data = {DATA_KEY: json.dumps(rollback_document(merged), indent=1)}
+        if not existing:
+            cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(
+                name=name, namespace=namespace, owner_references=[owner_reference(body)],
+                labels={"app.kubernetes.io/managed-by": "kpo", "kpo.dev/partitionreassignment": meta["name"]}),
+                data=data)
+            try:
+                self.core.create_namespaced_config_map(namespace, cm)
+                return name
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                merged = {**originals, **self.load(namespace, meta["name"])}
+                data = {DATA_KEY: json.dumps(rollback_document(merged), indent=1)}
+        if merged != existing:
+            self.core.patch_namespaced_config_map(name, namespace, {"data": data})
+        return name

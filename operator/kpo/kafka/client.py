@@ -1,0 +1,292 @@
+"""The real Kafka adapter: confluent-kafka for what librdkafka offers, kafka-python for what it lacks.
+
+librdkafka has no AlterPartitionReassignments / ListPartitionReassignments (KIP-455) and no DescribeLogDirs, so those
+three go through kafka-python; everything else (cluster and topic metadata, configs, leader elections, partition
+creation) goes through confluent-kafka. One :class:`ConnectionSettings` feeds both, so TLS and SASL are configured
+once. Errors come back as :class:`KafkaRefusal` values per partition, or as :class:`KafkaUnavailable` (retry) /
+:class:`KafkaRequestRefused` (report) for a whole request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import kafka.errors as kafka_errors
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition as KpTopicPartition
+
+from kpo.domain.model import (
+    Broker,
+    KafkaRefusal,
+    OngoingReassignment,
+    PartitionState,
+    Replicas,
+    TopicPartition,
+    refusal,
+)
+from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """A Kafka connection with its credentials resolved (from Secrets) to literal values."""
+
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ca_pem: str | None = None
+    cert_pem: str | None = None
+    key_pem: str | None = None
+    verify_hostname: bool = True
+    timeout_seconds: float = 30.0
+
+    def confluent(self) -> dict[str, str | int | float | bool]:
+        conf: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+            "socket.timeout.ms": int(self.timeout_seconds * 1000),
+        }
+        if self.sasl_mechanism:
+            conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username or "",
+                         "sasl.password": self.sasl_password or ""})
+        if self.ca_pem:
+            conf["ssl.ca.pem"] = self.ca_pem
+        if self.cert_pem and self.key_pem:
+            conf.update({"ssl.certificate.pem": self.cert_pem, "ssl.key.pem": self.key_pem})
+        if not self.verify_hostname:
+            conf["ssl.endpoint.identification.algorithm"] = "none"
+        return conf
+
+    def kafka_python(self, files_dir: str) -> dict[str, Any]:
+        """kafka-python's keyword arguments; it reads TLS material from files, written 0600 to ``files_dir``."""
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "security_protocol": self.security_protocol,
+            "request_timeout_ms": int(self.timeout_seconds * 1000),
+            "client_id": "kpo",
+        }
+        if self.sasl_mechanism:
+            kwargs.update({"sasl_mechanism": self.sasl_mechanism, "sasl_plain_username": self.sasl_username,
+                           "sasl_plain_password": self.sasl_password})
+        for name, pem, arg in (("ca.pem", self.ca_pem, "ssl_cafile"), ("cert.pem", self.cert_pem, "ssl_certfile"),
+                               ("key.pem", self.key_pem, "ssl_keyfile")):
+            if pem:
+                path = os.path.join(files_dir, name)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(pem)
+                kwargs[arg] = path
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            kwargs["ssl_check_hostname"] = self.verify_hostname
+        return kwargs
+
+
+def _ck_refusal(error: KafkaError) -> KafkaRefusal:
+    return KafkaRefusal(code=error.name(), message=error.str(), retriable=error.retriable() or refusal(
+        error.name()).retriable)
+
+
+def _kp_refusal(error: type[kafka_errors.KafkaError] | kafka_errors.KafkaError) -> KafkaRefusal:
+    code = str(getattr(error, "message", type(error).__name__))
+    # kafka-python spells error 39 INVALID_REPLICATION_ASSIGNMENT; Kafka's own name is INVALID_REPLICA_ASSIGNMENT.
+    code = {"INVALID_REPLICATION_ASSIGNMENT": "INVALID_REPLICA_ASSIGNMENT"}.get(code, code)
+    description = str(getattr(error, "description", "") or "")
+    detail = str(error) if isinstance(error, kafka_errors.KafkaError) and str(error) not in ("", code) else ""
+    message = description + (f" ({detail})" if detail and detail != description else "")
+    return KafkaRefusal(code=code, message=message,
+                        retriable=bool(getattr(error, "retriable", False)) or refusal(code).retriable)
+
+
+class KafkaAdminAdapter:
+    """Implements :class:`kpo.kafka.admin.KafkaAdmin` for one cluster. Thread-safe: calls are serialised."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self.settings = settings
+        quiet = logging.getLogger("kpo.librdkafka")
+        self._admin = AdminClient(settings.confluent(), logger=quiet)
+        self._files = tempfile.TemporaryDirectory(prefix="kpo-kafka-")
+        self._kp: KafkaAdminClient | None = None
+        self._lock = threading.RLock()
+
+    # -------------------------------------------------------------------------------------- plumbing
+
+    @contextlib.contextmanager
+    def _kafka_python(self) -> Iterator[KafkaAdminClient]:
+        with self._lock:
+            if self._kp is None:
+                try:
+                    self._kp = KafkaAdminClient(**self.settings.kafka_python(self._files.name))
+                except kafka_errors.KafkaError as exc:
+                    raise KafkaUnavailable(f"cannot connect to Kafka at {self.settings.bootstrap_servers}: "
+                                           f"{exc}") from exc
+            try:
+                yield self._kp
+            except kafka_errors.KafkaError as exc:
+                found = _kp_refusal(exc)
+                unreachable = (kafka_errors.KafkaConnectionError, kafka_errors.NoBrokersAvailable,
+                               kafka_errors.KafkaTimeoutError)
+                if found.retriable or isinstance(exc, unreachable):
+                    self._reset_kafka_python()
+                    raise KafkaUnavailable(str(found)) from exc
+                raise KafkaRequestRefused(found) from exc
+
+    def _reset_kafka_python(self) -> None:
+        if self._kp is not None:
+            with contextlib.suppress(Exception):
+                self._kp.close()
+        self._kp = None
+
+    def _result(self, future: Future[T]) -> T:
+        try:
+            return future.result(timeout=self.settings.timeout_seconds + 5)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None:
+                raise KafkaUnavailable(str(exc)) from exc
+            found = _ck_refusal(error)
+            if found.retriable:
+                raise KafkaUnavailable(str(found)) from exc
+            raise KafkaRequestRefused(found) from exc
+        except TimeoutError as exc:
+            raise KafkaUnavailable(f"Kafka did not answer within {self.settings.timeout_seconds}s") from exc
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            return fn()
+
+    # ------------------------------------------------------------------------------------- metadata
+
+    def brokers(self) -> dict[int, Broker]:
+        result = self._call(lambda: self._result(
+            self._admin.describe_cluster(request_timeout=self.settings.timeout_seconds)))
+        return {n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port) for n in result.nodes}
+
+    def topic_names(self) -> set[str]:
+        try:
+            metadata = self._call(lambda: self._admin.list_topics(timeout=self.settings.timeout_seconds))
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        return set(metadata.topics)
+
+    def describe_topics(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
+        if not topics:
+            return {}
+        out: dict[TopicPartition, PartitionState] = {}
+        with self._lock:
+            futures = self._admin.describe_topics(TopicCollection(sorted(set(topics))),
+                                                  request_timeout=self.settings.timeout_seconds)
+            for name, future in futures.items():
+                try:
+                    description = self._result(future)
+                except KafkaRequestRefused as exc:
+                    if exc.refusal.code == "UNKNOWN_TOPIC_OR_PART":
+                        continue
+                    raise
+                for p in description.partitions:
+                    out[TopicPartition(name, p.id)] = PartitionState(
+                        replicas=tuple(r.id for r in p.replicas),
+                        leader=p.leader.id if p.leader is not None else -1,
+                        isr=tuple(r.id for r in p.isr),
+                    )
+        return out
+
+    def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        with self._lock:
+            for topic in sorted(set(topics)):
+                futures = self._admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)],
+                                                       request_timeout=self.settings.timeout_seconds)
+                for future in futures.values():
+                    try:
+                        entries = self._result(future)
+                    except KafkaRequestRefused as exc:
+                        if exc.refusal.code == "UNKNOWN_TOPIC_OR_PART":
+                            break
+                        raise
+                    out[topic] = {k: str(v.value) for k, v in entries.items() if k in names}
+        return out
+
+    # ------------------------------------------------------------------------------- reassignments
+
+    def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, OngoingReassignment]:
+        with self._kafka_python() as kp:
+            asked = None if partitions is None else [KpTopicPartition(tp.topic, tp.partition) for tp in partitions]
+            if asked == []:
+                return {}
+            raw = kp.list_partition_reassignments(asked, timeout_ms=int(self.settings.timeout_seconds * 1000))
+        return {
+            TopicPartition(tp.topic, tp.partition): OngoingReassignment(
+                replicas=tuple(v["replicas"]), adding=tuple(v["adding_replicas"]),
+                removing=tuple(v["removing_replicas"]))
+            for tp, v in raw.items()
+        }
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None]
+                            ) -> dict[TopicPartition, KafkaRefusal | None]:
+        if not targets:
+            return {}
+        request = {KpTopicPartition(tp.topic, tp.partition): (list(r) if r is not None else None)
+                   for tp, r in targets.items()}
+        with self._kafka_python() as kp:
+            raw = kp.alter_partition_reassignments(request, timeout_ms=int(self.settings.timeout_seconds * 1000))
+        answers: dict[TopicPartition, KafkaRefusal | None] = {}
+        for tp in targets:
+            error = raw.get(KpTopicPartition(tp.topic, tp.partition), "missing")
+            if error == "missing":
+                answers[tp] = KafkaRefusal("UNKNOWN", "Kafka did not answer for this partition", retriable=True)
+            else:
+                answers[tp] = None if error is None else _kp_refusal(error)
+        return answers
+
+    def replica_sizes(self, topics: Collection[str]
+                      ) -> tuple[dict[tuple[TopicPartition, int], int], dict[int, frozenset[str]]]:
+        sizes: dict[tuple[TopicPartition, int], int] = {}
+        dirs: dict[int, frozenset[str]] = {}
+        if not topics:
+            return sizes, dirs
+        with self._kafka_python() as kp:
+            per_broker = kp.describe_log_dirs(sorted(set(topics)))
+        for answer in per_broker:
+            broker = int(answer["broker"])
+            dirs[broker] = frozenset(d["log_dir"] for d in answer["log_dirs"] if d.get("error_code", 0) == 0)
+            for log_dir in answer["log_dirs"]:
+                for topic in log_dir.get("topics", []):
+                    for p in topic["partitions"]:
+                        if p.get("is_future_key"):
+                            continue  # a log-dir move in progress: the current replica is counted in its own dir
+                        key = (TopicPartition(topic["name"], int(p["partition_index"])), broker)
+                        sizes[key] = max(sizes.get(key, 0), int(p["partition_size"]))
+        return sizes, dirs
+
+    # ------------------------------------------------------------------------------------ leaders
+
+    def elect_leaders(self, partitions: Sequence[TopicPartition] | None, unclean: bool = False
+                      ) -> dict[TopicPartition, KafkaRefusal | None]:
+        kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
+        asked = None if partitions is None else [CkTopicPartition(tp.topic, tp.partition) for tp in partitions]
+        result = self._call(lambda: self._result(self._admin.elect_leaders(
+            kind, asked, request_timeout=self.settings.timeout_seconds)))
+        return {TopicPartition(tp.topic, tp.partition): (None if err is None else _ck_refusal(err))
+                for tp, err in result.items()}
+
+    def close(self) -> None:
+        with self._lock:
+            self._reset_kafka_python()
+            self._files.cleanup()

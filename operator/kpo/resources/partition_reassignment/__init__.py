@@ -1,0 +1,1 @@
+"""PartitionReassignment: explicit or generated target replicas, carried out through KIP-455."""

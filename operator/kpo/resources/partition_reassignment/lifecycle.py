@@ -1,0 +1,333 @@
+"""The life cycle of a PartitionReassignment, written down as a small state machine.
+
+kpo reconciles a PartitionReassignment on every tick (and whenever it changes) by calling :func:`decide` with what
+the CR asks for (:class:`Intent`), what kpo remembers in the CR's status (:class:`Memory`) and what Kafka reports now
+(:class:`Observation`). ``decide`` is pure: it returns the next phase and the actions to take — save original
+replicas, submit moves, cancel moves — and the handler carries them out in that order. Kafka is the source of truth
+for what is moving; the status only remembers which moves kpo started, so a restarted operator picks up exactly where
+it was.
+
+::
+
+                     spec changed: back to Pending, validated again
+        ┌──────────────────────────────────────────────────────────────────┐
+        │                                                                  │
+    ┌───┴─────┐  valid, no conflict  ┌───────────┐  all at target  ┌───────┴───┐
+    │ Pending ├─────────────────────►│ Executing ├────────────────►│ Succeeded │
+    └┬──┬──┬──┘                      └─┬───┬───┬─┘                 └───────────┘
+     │  │  │ conflict: waits            │   │   │ Kafka refused a move: Failed (once nothing else runs)
+     │  │  └─────────┐                  │   │   └──────────────────► Failed
+     │  │ stop        ▼                 │   │ stop
+     │  └─────────► Stopped ◄───Keep────┤ Stopping ◄──┘
+     │ invalid                          │     └───Revert──► Reverting ──► Reverted
+     ▼                                  │
+    Invalid ◄───── spec changed to an invalid one
+
+Phases, and what each transitions to:
+
+- **Pending** — validates the spec against the live cluster and looks for conflicts. Transitions to *Invalid* (a
+  problem: nothing is sent to Kafka), stays *Pending* (a partition is claimed by an older live PartitionReassignment,
+  or is moving because someone else started it: kpo waits and says who holds it), *Stopped* (``spec.stop`` before
+  anything started), *Succeeded* (every partition already has its target: nothing to send), or *Executing* (original
+  replicas saved to the rollback ConfigMap first, then the first moves submitted).
+- **Executing** — each tick cancels moves of partitions dropped from the spec (KIP-455), re-targets moves whose
+  target changed, and submits the pending moves the scheduler admits. Transitions to *Succeeded* (every partition at
+  its target, nothing in flight), *Failed* (Kafka refused some move, and nothing else is left to run), *Stopping*
+  (``spec.stop``), *Invalid* (the spec was changed to one that cannot be carried out; moves already running are left
+  to finish, nothing new is sent).
+- **Stopping** — cancels every move this CR started that is still in flight. Transitions to *Stopped* (``onStop:
+  Keep``: completed partitions stay where they are) or *Reverting* (``onStop: Revert``) once nothing is in flight.
+- **Reverting** — moves every partition back to the replicas it had before the CR started (KIP-236), from the
+  rollback ConfigMap; partitions whose original replicas are all out of sync are skipped and reported. Transitions to
+  *Reverted*, or *Failed* if Kafka refuses.
+- **Succeeded**, **Failed**, **Invalid**, **Stopped**, **Reverted** — terminal for this generation of the spec; a
+  spec change sends the CR back to *Pending* (a *Stopped* CR whose ``stop`` is cleared resumes that way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from kpo.domain import conditions as cond
+from kpo.domain.conditions import ConditionUpdate
+from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.reassignment import (
+    Classification,
+    PartitionStatus,
+    Problem,
+    Target,
+    Targets,
+    classify,
+    validate,
+)
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    PLANNING = "Planning"
+    PROPOSED = "Proposed"
+    EXECUTING = "Executing"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    REVERTING = "Reverting"
+    REVERTED = "Reverted"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+
+
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID, Phase.STOPPED, Phase.REVERTED})
+# Phases in which a CR claims its partitions: another CR wanting one of them must wait.
+CLAIMING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED, Phase.EXECUTING, Phase.STOPPING,
+                      Phase.REVERTING})
+
+TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
+    Phase.PENDING: frozenset({Phase.PENDING, Phase.INVALID, Phase.STOPPED, Phase.STOPPING, Phase.SUCCEEDED,
+                              Phase.EXECUTING}),
+    Phase.EXECUTING: frozenset({Phase.EXECUTING, Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPING, Phase.INVALID}),
+    Phase.STOPPING: frozenset({Phase.STOPPING, Phase.STOPPED, Phase.REVERTING}),
+    Phase.REVERTING: frozenset({Phase.REVERTING, Phase.REVERTED, Phase.FAILED}),
+    Phase.SUCCEEDED: frozenset({Phase.SUCCEEDED, Phase.PENDING}),
+    Phase.FAILED: frozenset({Phase.FAILED, Phase.PENDING}),
+    Phase.INVALID: frozenset({Phase.INVALID, Phase.PENDING}),
+    Phase.STOPPED: frozenset({Phase.STOPPED, Phase.PENDING}),
+    Phase.REVERTED: frozenset({Phase.REVERTED, Phase.PENDING}),
+}
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What the CR's spec asks for, already parsed."""
+
+    generation: int
+    targets: dict[TopicPartition, Target]
+    stop: bool = False
+    revert_on_stop: bool = False
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What kpo remembers in the CR's status (and its rollback ConfigMap)."""
+
+    phase: Phase = Phase.PENDING
+    observed_generation: int = 0
+    owned: dict[TopicPartition, Replicas] = field(default_factory=dict)
+    failures: dict[TopicPartition, KafkaRefusal] = field(default_factory=dict)
+    originals: dict[TopicPartition, Replicas] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observation:
+    view: ClusterView
+    # Partitions of this CR claimed by another live PartitionReassignment that goes first: partition -> its name.
+    claimed_by_others: dict[TopicPartition, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    partition: TopicPartition
+    holder: str  # "namespace/name" of the other PartitionReassignment, or "external"
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    phase: Phase
+    reason: str
+    message: str
+    save_originals: dict[TopicPartition, Replicas] = field(default_factory=dict)
+    cancel: tuple[TopicPartition, ...] = ()
+    submit: dict[TopicPartition, Replicas] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    skipped: dict[TopicPartition, str] = field(default_factory=dict)
+    # The targets this step worked towards: the spec's, or the original replicas while reverting.
+    targets: Mapping[TopicPartition, Target] = field(default_factory=dict)
+    classification: Classification | None = None
+    events: tuple[Event, ...] = ()
+
+    @property
+    def conditions(self) -> list[ConditionUpdate]:
+        ready = self.phase is Phase.SUCCEEDED
+        progressing = self.phase in (Phase.PENDING, Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING) and not (
+            self.conflicts and self.phase is Phase.PENDING)
+        stalled = self.phase in (Phase.FAILED, Phase.INVALID) or bool(self.conflicts and self.phase is Phase.PENDING)
+        return cond.kstatus(ready=ready, progressing=progressing, stalled=stalled, reason=self.reason,
+                            message=self.message)
+
+
+# Which pending moves may start now, given the moves already in flight: the cluster-wide scheduler's answer.
+Admit = Callable[[Sequence[TopicPartition], Mapping[TopicPartition, Replicas]], Sequence[TopicPartition]]
+
+
+def admit_all(pending: Sequence[TopicPartition], _in_flight: Mapping[TopicPartition, Replicas]
+              ) -> Sequence[TopicPartition]:
+    return pending
+
+
+def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit = admit_all) -> Decision:
+    phase = memory.phase
+    if phase in TERMINAL and intent.generation != memory.observed_generation:
+        phase = Phase.PENDING
+    decision = _HANDLERS[phase](intent, memory, observed, admit)
+    assert decision.phase in TRANSITIONS[phase], f"illegal transition {phase.value} -> {decision.phase.value}"
+    if decision.phase is not memory.phase:
+        kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) else "Normal"
+        event = Event(kind, decision.reason, f"{memory.phase.value} -> {decision.phase.value}: {decision.message}")
+        decision = _with(decision, events=(*decision.events, event))
+    return decision
+
+
+# --------------------------------------------------------------------------------------------------------- phases
+
+
+def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
+    view = observed.view
+    problems = validate(intent.targets, view)
+    if problems:
+        return Decision(Phase.INVALID, problems[0].reason, "; ".join(str(p) for p in problems),
+                        problems=tuple(problems))
+    if intent.stop:
+        if _owned_in_flight(memory, view) or (intent.revert_on_stop and memory.originals):
+            return Decision(Phase.STOPPING, "Stopping", "spec.stop is set", cancel=_owned_in_flight(memory, view))
+        return Decision(Phase.STOPPED, "Stopped", "spec.stop is set; nothing is moving")
+    classification = classify(intent.targets, memory.owned, view)
+    conflicts = _conflicts(classification, observed, memory)
+    if conflicts:
+        holders = sorted({c.holder for c in conflicts})
+        parts = ", ".join(str(c.partition) for c in conflicts[:5]) + ("…" if len(conflicts) > 5 else "")
+        return Decision(Phase.PENDING, "Conflict",
+                        f"waiting: partition(s) {parts} are held by {', '.join(holders)}",
+                        conflicts=tuple(conflicts), classification=classification)
+    if all(s is PartitionStatus.COMPLETED for s in classification.status.values()) and not classification.dropped:
+        return Decision(Phase.SUCCEEDED, "Succeeded", "every partition already has its target replicas",
+                        classification=classification)
+    return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification)
+
+
+def _executing(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
+    if intent.stop:
+        return _stopping(intent, _with_memory(memory, phase=Phase.STOPPING), observed, admit)
+    if intent.generation != memory.observed_generation:
+        problems = validate(intent.targets, observed.view)
+        if problems:
+            return Decision(Phase.INVALID, problems[0].reason,
+                            "the changed spec cannot be carried out (moves already running are left to finish): "
+                            + "; ".join(str(p) for p in problems), problems=tuple(problems))
+    classification = classify(intent.targets, memory.owned, observed.view)
+    return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification)
+
+
+def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observation, *, admit: Admit,
+             classification: Classification, skipped: Mapping[TopicPartition, str] | None = None) -> Decision:
+    """One step of carrying out ``targets``: the shared core of Executing and Reverting."""
+    conflicts = _conflicts(classification, observed, memory)
+    blocked = {c.partition for c in conflicts}
+    failed = {tp for tp in memory.failures if tp in targets}
+    retarget = {tp: targets[tp].replicas for tp in classification.of(PartitionStatus.RETARGET)}
+    pending = [tp for tp in classification.of(PartitionStatus.PENDING) if tp not in blocked and tp not in failed]
+    in_flight = {tp: r for tp, r in classification.owned.items() if tp not in classification.dropped}
+    admitted = list(admit(pending, in_flight))
+    submit = {**retarget, **{tp: targets[tp].replicas for tp in admitted}}
+    # Original replicas are written down before the first move of a partition is sent, never overwritten afterwards.
+    save = {tp: observed.view.partitions[tp].replicas for tp in submit
+            if tp not in memory.originals and tp in observed.view.partitions}
+    done = all(s is PartitionStatus.COMPLETED for tp, s in classification.status.items() if tp not in failed)
+    running = bool(in_flight or submit or classification.dropped or pending or blocked)
+    base = Decision(phase, "", "", save_originals=save, cancel=classification.dropped, submit=submit,
+                    conflicts=tuple(conflicts), classification=classification, skipped=dict(skipped or {}),
+                    targets=targets)
+    final = Phase.REVERTED if phase is Phase.REVERTING else Phase.SUCCEEDED
+    if done and not running and not failed:
+        verb = "reverted to its original replicas" if final is Phase.REVERTED else "has its target replicas"
+        return _with(base, phase=final, reason=final.value, message=f"every partition {verb}")
+    if failed and not running:
+        worst = sorted(failed)[:3]
+        detail = "; ".join(f"{tp}: {memory.failures[tp]}" for tp in worst)
+        return _with(base, phase=Phase.FAILED, reason="KafkaRefused",
+                     message=f"Kafka refused {len(failed)} of {len(targets)} partition move(s): {detail}")
+    counts = f"{len(classification.of(PartitionStatus.COMPLETED))}/{len(targets)} partitions done, " \
+             f"{len(in_flight) + len(submit) - len(retarget)} moving"
+    if conflicts:
+        counts += f", {len(conflicts)} waiting for other holders"
+    if failed:
+        counts += f", {len(failed)} refused by Kafka"
+    return _with(base, reason="Reverting" if phase is Phase.REVERTING else "Executing", message=counts)
+
+
+def _stopping(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
+    mine = _owned_in_flight(memory, observed.view)
+    if mine:
+        return Decision(Phase.STOPPING, "Stopping", f"cancelling {len(mine)} move(s) in flight (KIP-455)",
+                        cancel=mine)
+    if intent.revert_on_stop and memory.phase is Phase.STOPPING:
+        # Start reverting at once; the next tick, in Reverting, reports Reverted or Failed.
+        reverting = _with_memory(memory, phase=Phase.REVERTING, owned={}, failures={})
+        return _with(_reverting(intent, reverting, observed, admit), phase=Phase.REVERTING)
+    return Decision(Phase.STOPPED, "Stopped", "moves in flight were cancelled; completed partitions stay")
+
+
+def _reverting(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
+    view = observed.view
+    targets: dict[TopicPartition, Target] = {}
+    skipped: dict[TopicPartition, str] = {}
+    for tp, original in memory.originals.items():
+        state = view.partitions.get(tp)
+        if state is None:
+            skipped[tp] = "the partition no longer exists"
+        elif state.replicas != original and not set(original) & set(state.isr):
+            skipped[tp] = f"none of the original replicas {list(original)} is in sync (ISR {list(state.isr)})"
+        else:
+            targets[tp] = Target(original)
+    classification = classify(targets, memory.owned, view)
+    return _execute(Phase.REVERTING, targets, memory, observed, admit=admit, classification=classification,
+                    skipped=skipped)
+
+
+def _terminal(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
+    return Decision(memory.phase, memory.phase.value, f"{memory.phase.value.lower()} (no change since)")
+
+
+_HANDLERS: Mapping[Phase, Callable[[Intent, Memory, Observation, Admit], Decision]] = {
+    Phase.PENDING: _pending,
+    Phase.EXECUTING: _executing,
+    Phase.STOPPING: _stopping,
+    Phase.REVERTING: _reverting,
+    Phase.SUCCEEDED: _terminal,
+    Phase.FAILED: _terminal,
+    Phase.INVALID: _terminal,
+    Phase.STOPPED: _terminal,
+    Phase.REVERTED: _terminal,
+}
+
+
+# -------------------------------------------------------------------------------------------------------- helpers
+
+
+def _conflicts(classification: Classification, observed: Observation, memory: Memory) -> list[Conflict]:
+    found = [Conflict(tp, "external") for tp in classification.of(PartitionStatus.EXTERNAL)]
+    found += [Conflict(tp, holder) for tp, holder in observed.claimed_by_others.items()
+              if tp in classification.status and tp not in memory.owned
+              and classification.status[tp] is not PartitionStatus.COMPLETED]
+    return sorted(found, key=lambda c: c.partition)
+
+
+def _owned_in_flight(memory: Memory, view: ClusterView) -> tuple[TopicPartition, ...]:
+    return tuple(tp for tp, replicas in memory.owned.items()
+                 if tp in view.ongoing and view.ongoing[tp].target == replicas)
+
+
+def _with(decision: Decision, **changes: object) -> Decision:
+    return replace(decision, **changes)  # type: ignore[arg-type]
+
+
+def _with_memory(memory: Memory, **changes: object) -> Memory:
+    return replace(memory, **changes)  # type: ignore[arg-type]

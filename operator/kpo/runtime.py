@@ -1,0 +1,92 @@
+"""What the operator holds while it runs: its configuration, API clients and one Kafka adapter per cluster.
+
+Handlers get the :class:`OperatorContext` from Kopf's memo; nothing here decides anything. Kafka adapters are created
+lazily, with credentials read from the Secrets the configuration names, and dropped when a cluster's connection
+fails so the next tick reconnects (and re-reads rotated credentials).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from kubernetes import client
+
+from kpo.config import KafkaConnection, OperatorConfig, SecretKeyRef
+from kpo.k8s.rollback import RollbackStore
+from kpo.k8s.secrets import read_secret_key
+from kpo.kafka.admin import KafkaAdmin
+from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
+
+
+def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnection, namespace: str
+                        ) -> ConnectionSettings:
+    def value(ref: SecretKeyRef | None) -> str | None:
+        if ref is None:
+            return None
+        if core is None:
+            raise RuntimeError("a Kafka connection names a Secret, but there is no Kubernetes client")
+        return read_secret_key(core, ref, namespace)
+
+    sasl, tls = connection.sasl, connection.tls
+    return ConnectionSettings(
+        bootstrap_servers=connection.bootstrap_servers,
+        security_protocol=connection.security_protocol.value,
+        sasl_mechanism=sasl.mechanism.value if sasl else None,
+        sasl_username=(sasl.username or value(sasl.username_secret)) if sasl else None,
+        sasl_password=value(sasl.password_secret) if sasl else None,
+        ca_pem=value(tls.ca_secret) if tls else None,
+        cert_pem=value(tls.cert_secret) if tls else None,
+        key_pem=value(tls.key_secret) if tls else None,
+        verify_hostname=tls.verify_hostname if tls else True,
+        timeout_seconds=connection.request_timeout_seconds,
+    )
+
+
+@dataclass
+class OperatorContext:
+    config: OperatorConfig
+    api: client.ApiClient
+    _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
+    _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def rollbacks(self) -> RollbackStore:
+        return RollbackStore(self.core)
+
+    def cluster_name(self, cluster_ref: str | None) -> str:
+        return cluster_ref or self.config.default_cluster
+
+    def kafka(self, cluster_ref: str | None) -> KafkaAdmin:
+        name = self.cluster_name(cluster_ref)
+        with self._lock:
+            admin = self._admins.get(name)
+            if admin is None:
+                connection = self.config.connection(name)
+                settings = connection_settings(self.core, connection, self.config.namespace)
+                admin = KafkaAdminAdapter(settings)
+                self._admins[name] = admin
+            return admin
+
+    def forget_kafka(self, cluster_ref: str | None) -> None:
+        with self._lock:
+            admin = self._admins.pop(self.cluster_name(cluster_ref), None)
+        if admin is not None:
+            admin.close()
+
+    def resource_lock(self, uid: str) -> threading.Lock:
+        with self._lock:
+            return self._resource_locks.setdefault(uid, threading.Lock())
+
+    def close(self) -> None:
+        with self._lock:
+            admins = list(self._admins.values())
+            self._admins.clear()
+        for admin in admins:
+            admin.close()
