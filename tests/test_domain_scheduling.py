@@ -1,0 +1,298 @@
+"""The cluster-wide move scheduler: one test per rule, then properties over random clusters."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kpo.domain.model import TopicPartition
+from kpo.domain.scheduling import (
+    Execution,
+    Limits,
+    Move,
+    Order,
+    Owner,
+    SchedulerConfig,
+    Touch,
+    moves_to_start,
+)
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+OLDER = Owner(EPOCH, "team-a", "older")
+NEWER = Owner(EPOCH + timedelta(minutes=5), "team-b", "newer")
+UNLIMITED = SchedulerConfig()
+
+
+def move(
+    owner: Owner,
+    partition: int,
+    current: tuple[int, ...],
+    target: tuple[int, ...],
+    *,
+    size: int = 0,
+    position: int | None = None,
+    topic: str = "orders",
+) -> Move:
+    return Move(
+        owner=owner,
+        partition=TopicPartition(topic, partition),
+        current=current,
+        target=target,
+        size_bytes=size,
+        position=partition if position is None else position,
+    )
+
+
+def started_partitions(started: list[Move]) -> list[int]:
+    return [m.partition.partition for m in started]
+
+
+# Rule 3: which brokers a move touches.
+
+
+def test_a_move_touches_its_new_replicas_and_the_leader_that_feeds_them() -> None:
+    m = move(OLDER, 0, (1, 2, 3), (1, 2, 4))
+    assert m.touched() == {1, 4}
+    assert m.touched(Touch.ALL_REPLICAS) == {1, 2, 3, 4}
+    assert Move(OLDER, TopicPartition("t", 0), (1, 2, 3), (1, 2, 4), leader=3).touched() == {3, 4}
+
+
+def test_dropping_or_reordering_replicas_touches_no_broker_and_starts_even_on_busy_brokers() -> None:
+    busy = [move(NEWER, 9, (1, 2), (1, 3))]
+    shrink = move(OLDER, 0, (1, 2, 3), (1, 3))
+    reorder = move(OLDER, 1, (1, 3), (3, 1))
+    assert shrink.touched() == frozenset()
+    config = SchedulerConfig(max_moves_per_broker=1)
+    assert moves_to_start([shrink, reorder], busy, {}, config) == [shrink, reorder]
+
+
+def test_with_all_replicas_counted_moves_sharing_a_staying_replica_do_not_run_together() -> None:
+    a = move(OLDER, 0, (1, 2), (1, 3))
+    b = move(OLDER, 1, (4, 2), (4, 5))
+    assert moves_to_start([a, b], [], {}, SchedulerConfig(max_moves_per_broker=1)) == [a, b]
+    assert moves_to_start([a, b], [], {}, SchedulerConfig(max_moves_per_broker=1, touch=Touch.ALL_REPLICAS)) == [a]
+
+
+# Rule 1: a partition moves once at a time.
+
+
+def test_a_partition_already_moving_is_not_started_again() -> None:
+    theirs = move(NEWER, 0, (1, 2), (3, 4))
+    ours = move(OLDER, 0, (1, 2), (5, 6))
+    other = move(OLDER, 1, (1, 2), (5, 6))
+    assert moves_to_start([ours, other], [theirs], {}, UNLIMITED) == [other]
+
+
+def test_two_crs_claiming_one_partition_get_one_move_started() -> None:
+    first = move(OLDER, 0, (1, 2), (3, 4))
+    second = move(NEWER, 0, (1, 2), (5, 6))
+    assert moves_to_start([second, first], [], {}, UNLIMITED) == [first]
+
+
+# Rule 2: limits.
+
+
+def test_cluster_cap_counts_every_move_in_flight() -> None:
+    pending = [move(OLDER, p, (1,), (2,)) for p in range(5)]
+    in_flight = [move(NEWER, 10, (3,), (4,)), move(NEWER, 11, (3,), (4,))]
+    assert started_partitions(moves_to_start(pending, in_flight, {}, SchedulerConfig(max_moves=4))) == [0, 1]
+
+
+def test_a_crs_max_moves_counts_only_its_own_moves() -> None:
+    pending = [move(OLDER, p, (1,), (2,)) for p in range(5)]
+    in_flight = [move(OLDER, 10, (3,), (4,)), move(NEWER, 11, (3,), (4,))]
+    executions = {OLDER: Execution(limits=Limits(max_moves=3))}
+    assert started_partitions(moves_to_start(pending, in_flight, executions, UNLIMITED)) == [0, 1]
+
+
+def test_the_default_max_moves_applies_to_a_cr_that_sets_none() -> None:
+    pending = [move(OLDER, p, (1,), (2,)) for p in range(5)]
+    config = SchedulerConfig(defaults=Limits(max_moves=2))
+    assert started_partitions(moves_to_start(pending, [], {}, config)) == [0, 1]
+    executions = {OLDER: Execution(limits=Limits(max_moves=4))}
+    assert started_partitions(moves_to_start(pending, [], executions, config)) == [0, 1, 2, 3]
+
+
+def test_per_broker_limit_counts_moves_of_other_crs_on_that_broker() -> None:
+    in_flight = [move(NEWER, 10, (1, 2), (1, 3))]  # broker 1 sends, 3 receives
+    blocked = move(OLDER, 0, (4, 5), (4, 3))  # 3 would receive a second move
+    free = move(OLDER, 1, (4, 5), (4, 6))
+    executions = {OLDER: Execution(limits=Limits(max_moves_per_broker=1))}
+    assert moves_to_start([blocked, free], in_flight, executions, UNLIMITED) == [free]
+
+
+def test_per_broker_limit_of_two_allows_two_moves_per_broker() -> None:
+    pending = [move(OLDER, p, (1, 2), (1, 3)) for p in range(4)]
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker=2))
+    assert started_partitions(moves_to_start(pending, [], {}, config)) == [0, 1]
+
+
+def test_the_cluster_per_broker_cap_wins_over_a_crs_larger_limit() -> None:
+    pending = [move(OLDER, p, (1,), (2,)) for p in range(4)]
+    executions = {OLDER: Execution(limits=Limits(max_moves_per_broker=3))}
+    assert len(moves_to_start(pending, [], executions, SchedulerConfig(max_moves_per_broker=2))) == 2
+    assert len(moves_to_start(pending, [], executions, SchedulerConfig())) == 3
+
+
+def test_limits_below_one_are_refused() -> None:
+    with pytest.raises(ValueError):
+        Limits(max_moves=0)
+    with pytest.raises(ValueError):
+        Limits(max_moves_per_broker=-1)
+
+
+# Rule 4: order within a CR, as a priority rather than a barrier.
+
+SIZES = {0: 30, 1: 10, 2: 50, 3: 20}
+
+
+def sized_moves() -> list[Move]:
+    return [move(OLDER, p, (p * 2,), (p * 2 + 1,), size=SIZES[p], position=p) for p in SIZES]
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [(Order.AS_GIVEN, [0, 1, 2, 3]), (Order.SMALLEST_FIRST, [1, 3, 0, 2]), (Order.LARGEST_FIRST, [2, 0, 3, 1])],
+)
+def test_order_within_a_cr(order: Order, expected: list[int]) -> None:
+    executions = {OLDER: Execution(order=order)}
+    assert started_partitions(moves_to_start(sized_moves(), [], executions, UNLIMITED)) == expected
+    one_at_a_time = {OLDER: Execution(order=order, limits=Limits(max_moves=1))}
+    assert started_partitions(moves_to_start(sized_moves(), [], one_at_a_time, UNLIMITED)) == expected[:1]
+
+
+def test_equal_sizes_keep_spec_order() -> None:
+    pending = [move(OLDER, p, (1,), (2,), size=7, position=4 - p) for p in range(4)]
+    executions = {OLDER: Execution(order=Order.LARGEST_FIRST)}
+    assert started_partitions(moves_to_start(pending, [], executions, UNLIMITED)) == [3, 2, 1, 0]
+
+
+def test_a_blocked_first_move_does_not_keep_a_later_one_waiting() -> None:
+    in_flight = [move(NEWER, 10, (1,), (2,))]
+    first = move(OLDER, 0, (1,), (3,), size=100)
+    second = move(OLDER, 1, (4,), (5,), size=1)
+    executions = {OLDER: Execution(order=Order.LARGEST_FIRST, limits=Limits(max_moves_per_broker=1))}
+    assert moves_to_start([first, second], in_flight, executions, UNLIMITED) == [second]
+    # Once broker 1 is free, the first move is first in line again.
+    assert moves_to_start([first], [second], executions, UNLIMITED) == [first]
+
+
+# Rule 5: fair turns between CRs.
+
+
+def test_idle_cluster_gives_round_robin_turns_in_creation_order() -> None:
+    pending = [move(NEWER, p, (1,), (2,), topic="b") for p in range(3)]
+    pending += [move(OLDER, p, (1,), (2,), topic="a") for p in range(3)]
+    started = moves_to_start(pending, [], {}, SchedulerConfig(max_moves=5))
+    assert [m.owner for m in started] == [OLDER, NEWER, OLDER, NEWER, OLDER]
+
+
+def test_a_freed_slot_goes_to_the_cr_with_fewest_moves_in_flight() -> None:
+    in_flight = [move(OLDER, 10, (1,), (2,), topic="a"), move(NEWER, 10, (1,), (2,), topic="b")]
+    in_flight += [move(NEWER, 11, (1,), (2,), topic="b")]
+    pending = [move(NEWER, p, (1,), (2,), topic="b") for p in range(3)]
+    pending += [move(OLDER, p, (1,), (2,), topic="a") for p in range(3)]
+    started = moves_to_start(pending, in_flight, {}, SchedulerConfig(max_moves=4))
+    assert [m.owner for m in started] == [OLDER]
+
+
+def test_a_cr_with_nothing_that_fits_leaves_the_turn_to_the_next() -> None:
+    in_flight = [move(NEWER, 10, (1,), (2,), topic="b")]
+    older_blocked = move(OLDER, 0, (1,), (3,))
+    newer_free = move(NEWER, 0, (4,), (5,))
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker=1))
+    assert moves_to_start([older_blocked, newer_free], in_flight, {}, config) == [newer_free]
+
+
+# Continuous refill: the function is called again whenever anything finishes.
+
+
+def test_continuous_refill_starts_the_next_move_as_soon_as_one_finishes() -> None:
+    pending = [move(OLDER, p, (1,), (p + 2,), size=10 - p) for p in range(5)]
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker=2))
+    executions = {OLDER: Execution(order=Order.LARGEST_FIRST)}
+    in_flight = moves_to_start(pending, [], executions, config)
+    assert started_partitions(in_flight) == [0, 1]
+    waiting = [m for m in pending if m not in in_flight]
+    # Move 1 finishes while move 0 is still running: one slot, one new move, no waiting for move 0.
+    refill = moves_to_start(waiting, [in_flight[0]], executions, config)
+    assert started_partitions(refill) == [2]
+
+
+# Properties over random clusters.
+
+BROKERS = st.integers(min_value=0, max_value=5)
+
+
+@st.composite
+def random_moves(draw: st.DrawFn, owners: tuple[Owner, ...], count: int) -> list[Move]:
+    moves = []
+    for position in range(count):
+        current = tuple(draw(st.lists(BROKERS, min_size=1, max_size=3, unique=True)))
+        target = tuple(draw(st.lists(BROKERS, min_size=1, max_size=3, unique=True)))
+        owner = draw(st.sampled_from(owners))
+        partition = draw(st.integers(min_value=0, max_value=15))
+        moves.append(move(owner, partition, current, target, size=draw(st.integers(0, 100)), position=position))
+    return moves
+
+
+OWNERS = (OLDER, NEWER, Owner(EPOCH + timedelta(hours=1), "team-c", "newest"))
+
+
+@given(
+    pending=random_moves(OWNERS, 12),
+    raw_in_flight=random_moves(OWNERS, 3),
+    cluster_cap=st.none() | st.integers(min_value=1, max_value=6),
+    broker_cap=st.none() | st.integers(min_value=1, max_value=3),
+    executions=st.dictionaries(
+        st.sampled_from(OWNERS),
+        st.builds(
+            Execution,
+            order=st.sampled_from(Order),
+            limits=st.builds(Limits, st.none() | st.integers(1, 4), st.none() | st.integers(1, 3)),
+        ),
+    ),
+    touch=st.sampled_from(Touch),
+)
+def test_every_limit_holds_and_nothing_startable_is_left_waiting(
+    *,
+    pending: list[Move],
+    raw_in_flight: list[Move],
+    cluster_cap: int | None,
+    broker_cap: int | None,
+    executions: dict[Owner, Execution],
+    touch: Touch,
+) -> None:
+    in_flight = list({m.partition: m for m in raw_in_flight}.values())
+    config = SchedulerConfig(max_moves=cluster_cap, max_moves_per_broker=broker_cap, touch=touch)
+    started = moves_to_start(pending, in_flight, executions, config)
+
+    def per_broker_limit(owner: Owner) -> int | None:
+        own = executions.get(owner, Execution()).limits.max_moves_per_broker
+        return min(x for x in (own, broker_cap) if x is not None) if own or broker_cap else None
+
+    def blocked(candidate: Move, running: list[Move]) -> bool:
+        """Whether `candidate` may not start next to `running`, by the rules stated in the module docstring."""
+        if candidate.partition in {m.partition for m in running}:
+            return True
+        if cluster_cap is not None and len(running) >= cluster_cap:
+            return True
+        own_cap = executions.get(candidate.owner, Execution()).limits.max_moves
+        if own_cap is not None and sum(1 for m in running if m.owner == candidate.owner) >= own_cap:
+            return True
+        limit = per_broker_limit(candidate.owner)
+        load = Counter(b for m in running for b in m.touched(touch))
+        return limit is not None and any(load[b] >= limit for b in candidate.touched(touch))
+
+    running = list(in_flight)
+    for chosen in started:
+        assert chosen in pending
+        assert not blocked(chosen, running), chosen
+        running.append(chosen)
+    for left in pending:
+        if left not in started:
+            assert blocked(left, running), f"{left} could have started"
