@@ -16,6 +16,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kubernetes import client, config
 
+from e2e.kube_support import Resources, install_crds
+from e2e.operator_support import OperatorProcess, operator_env
 from kpo_testbed import Testbed
 from kpo_testbed.paths import REPO_ROOT
 
@@ -80,3 +82,24 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def kpo_crds(api_client: client.ApiClient) -> None:
+    install_crds(api_client)
+
+
+@pytest.fixture(scope="session")
+def kpo_operator(kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """One operator for the session (watching all namespaces); a test that kills it starts it again."""
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    operator = OperatorProcess(operator_env(kubeconfig, bootstrap_servers), log_path)
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+@pytest.fixture
+def resources(api_client: client.ApiClient, namespace: str) -> Resources:
+    return Resources(api_client, namespace)

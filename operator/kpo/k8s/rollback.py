@@ -51,7 +51,7 @@ class RollbackStore:
         namespace, name = meta["namespace"], rollback_name(meta["name"])
         existing = self.load(namespace, meta["name"])
         merged = {**originals, **existing}
-        data = {DATA_KEY: json.dumps(rollback_document(merged), indent=1)}
+        data = {DATA_KEY: json.dumps(rollback_document(merged))}
         if not existing:
             cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(
                 name=name, namespace=namespace, owner_references=[owner_reference(body)],
@@ -64,7 +64,7 @@ class RollbackStore:
                 if exc.status != 409:
                     raise
                 merged = {**originals, **self.load(namespace, meta["name"])}
-                data = {DATA_KEY: json.dumps(rollback_document(merged), indent=1)}
+                data = {DATA_KEY: json.dumps(rollback_document(merged))}
         if merged != existing:
             self.core.patch_namespaced_config_map(name, namespace, {"data": data})
         return name

@@ -9,6 +9,7 @@ and the Events to post. It knows nothing of Kopf, so handlers stay a thin layer.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,6 +29,8 @@ from kpo.resources.partition_reassignment.lifecycle import (
     Phase,
     decide,
 )
+
+log = logging.getLogger(__name__)
 
 # Memory.failures are cleared when a new run starts: back in Pending (a new spec) or when reverting begins.
 _FRESH_START = frozenset({Phase.PENDING, Phase.REVERTING})
@@ -59,6 +62,11 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
         min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
     return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=sizes,
                        min_insync=min_insync, log_dirs=log_dirs, topics=frozenset(names))
+
+
+def _key(body: Mapping[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,12 +109,16 @@ def tick(
     # 2. Cancellations (dropped partitions, stop): KIP-455 puts each partition back on its original replicas.
     try:
         if decision.cancel:
+            log.info("%s: cancelling %d move(s): %s", _key(body), len(decision.cancel),
+                     ", ".join(map(str, decision.cancel)))
             answers = kafka.alter_reassignments(dict.fromkeys(decision.cancel))
             for tp, answer in answers.items():
                 if answer is None or answer.code == "NO_REASSIGNMENT_IN_PROGRESS":
                     owned.pop(tp, None)
         # 3. New and re-targeted moves.
         if decision.submit:
+            log.info("%s: submitting %d move(s): %s", _key(body), len(decision.submit),
+                     ", ".join(f"{tp}->{list(r)}" for tp, r in sorted(decision.submit.items())))
             try:
                 answers = kafka.alter_reassignments(decision.submit)
             except KafkaRequestRefused as exc:

@@ -1,0 +1,67 @@
+"""The operator under test, run as a real process (``python -m kpo``) against the real test bed.
+
+A real process, so tests can SIGKILL it mid-flight and start it again, exactly as a crashed pod would be restarted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kpo_testbed.paths import REPO_ROOT
+
+
+class OperatorProcess:
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "the operator is already running"
+        self.starts += 1
+        log = self.log_path.open("ab")
+        log.write(f"\n===== start #{self.starts} =====\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen([sys.executable, "-m", "kpo", "--liveness", ""], env=self.env, cwd=REPO_ROOT,
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        time.sleep(1.0)
+        assert self.proc.poll() is None, f"the operator exited at once:\n{self.log_tail()}"
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no finalizers, nothing flushed — a crash."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_since_last_start(self) -> str:
+        return self.log_text().rsplit(f"===== start #{self.starts} =====", 1)[-1]
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def operator_env(kubeconfig: Path, bootstrap_servers: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPO_")}
+    env.update({"KUBECONFIG": str(kubeconfig), "KPO_BOOTSTRAP_SERVERS": bootstrap_servers,
+                "KPO_POLL_INTERVAL": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra or {})
+    return env

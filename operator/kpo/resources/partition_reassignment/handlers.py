@@ -1,0 +1,154 @@
+"""Kopf wiring for PartitionReassignment — the only module of this kind that knows Kopf.
+
+Three handlers: an index of every PartitionReassignment's claims (so each one sees the others: conflicts, and the
+cluster-wide scheduler), a timer that reconciles every ``pollIntervalSeconds`` (Kafka moves data on its own clock,
+so kpo polls it: there is no Kafka event to react to), and a deletion handler whose finalizer cancels the moves in
+flight unless ``deletionPolicy: Orphan``. A per-resource lock keeps the timer and the deletion handler apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from kpo.api import GROUP, VERSION
+from kpo.domain.claims import Claim, claimed_by_others
+from kpo.domain.model import TopicPartition
+from kpo.domain.reassignment import Problem
+from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+from kpo.resources.partition_reassignment import reconciler
+from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Phase, admit_all
+from kpo.resources.partition_reassignment.spec import intent_of, memory_of, parse_spec, partition_list, targets_of
+from kpo.runtime import OperatorContext
+
+PLURAL = "partitionreassignments"
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+log = logging.getLogger(__name__)
+
+
+def _context(memo: Any) -> OperatorContext:
+    context = memo["context"]
+    assert isinstance(context, OperatorContext)
+    return context
+
+
+def _claim(meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> Claim:
+    phase = status.get("phase") or Phase.PENDING.value
+    targets = {TopicPartition(str(p["topic"]), int(p["partition"])) for p in spec.get("partitions") or []}
+    return Claim(key=f"{meta['namespace']}/{meta['name']}", created=str(meta.get("creationTimestamp", "")),
+                 partitions=frozenset(targets), in_flight=frozenset(partition_list(status.get("inFlight"))),
+                 live=phase in {p.value for p in CLAIMING})
+
+
+def partitionreassignment_claims(*, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, memo: Any,
+                                 **_: Any) -> dict[str, Claim]:
+    cluster = _context(memo).cluster_name(spec.get("clusterRef"))
+    return {cluster: _claim(meta, spec, status)}
+
+
+def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, uid: str,
+                               patch: kopf.Patch, memo: Any, logger: Logger,
+                               partitionreassignment_claims: kopf.Index[str, Claim] | None = None,
+                               **_: Any) -> None:
+    if meta.get("deletionTimestamp"):
+        return
+    context = _context(memo)
+    generation = int(meta.get("generation") or 1)
+    with context.resource_lock(uid):
+        now = reconciler.now_rfc3339()
+        try:
+            parsed = parse_spec(spec)
+        except ValidationError as exc:
+            problems = [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"])
+                        for e in exc.errors()]
+            _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
+            return
+        if parsed.plan is not None:
+            # Generated plans go through the planning pipeline; until it is wired in, say so instead of guessing.
+            problem = Problem("spec.plan", "PlanningUnavailable",
+                              "generated plans are not available in this version of kpo; use spec.partitions")
+            if status.get("phase") != Phase.INVALID.value or status.get("observedGeneration") != generation:
+                _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
+            return
+        try:
+            kafka = context.kafka(parsed.cluster_ref)
+        except KeyError as exc:
+            problem = Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))
+            if status.get("observedGeneration") != generation:
+                _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
+            return
+        namespace, name = meta["namespace"], meta["name"]
+        originals = context.rollbacks.load(namespace, name)
+        me = _claim(meta, spec, status)
+        cluster = context.cluster_name(parsed.cluster_ref)
+        assert partitionreassignment_claims is not None, "Kopf passes every index to every handler"
+        others = list(partitionreassignment_claims.get(cluster, []))
+        try:
+            outcome = reconciler.tick(
+                body=body,
+                intent=intent_of(parsed, generation),
+                memory=memory_of(status, originals),
+                kafka=kafka,
+                save_originals=lambda found: context.rollbacks.add(body, found),
+                claimed_by_others=lambda: claimed_by_others(me, others),
+                admit=admit_all,
+                now=now,
+            )
+        except KafkaRequestRefused as exc:
+            logger.warning("Kafka refused a read: %s", exc)
+            raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
+        if outcome is None:
+            return
+        if any(e.reason == "KafkaUnavailable" for e in outcome.events):
+            context.forget_kafka(parsed.cluster_ref)
+        _apply(body, patch, outcome)
+
+
+def partitionreassignment_delete(*, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, uid: str,
+                                 memo: Any, logger: Logger, **_: Any) -> None:
+    if spec.get("deletionPolicy") == "Orphan":
+        logger.info("deletionPolicy Orphan: moves in flight are left running in Kafka")
+        return
+    context = _context(memo)
+    with context.resource_lock(uid):
+        try:
+            parsed = parse_spec(spec)
+            kafka = context.kafka(parsed.cluster_ref)
+        except (ValidationError, KeyError):
+            return  # nothing can have been started for a spec that never parsed or a cluster that is not configured
+        owned = {tp: tuple(int(r) for r in e["replicas"]) for tp, e in partition_list(status.get("inFlight")).items()}
+        targets = {tp: t.replicas for tp, t in targets_of(parsed).items()}
+        try:
+            ongoing = kafka.list_reassignments(set(owned) | set(targets))
+            # Also cancel moves towards this CR's own targets that a status write may not have recorded yet.
+            mine = [tp for tp, o in ongoing.items() if o.target in (owned.get(tp), targets.get(tp))]
+            if mine:
+                answers = kafka.alter_reassignments(dict.fromkeys(mine))
+                refused = {tp: a for tp, a in answers.items() if a is not None
+                           and a.code != "NO_REASSIGNMENT_IN_PROGRESS"}
+                if refused:
+                    raise kopf.TemporaryError(f"Kafka refused to cancel {len(refused)} move(s): "
+                                              f"{next(iter(refused.values()))}", delay=5)
+                kopf.info(body, reason="Cancelled", message=f"deleted while running: cancelled {len(mine)} move(s)")
+        except (KafkaUnavailable, KafkaRequestRefused) as exc:
+            context.forget_kafka(parsed.cluster_ref)
+            raise kopf.TemporaryError(f"cannot cancel the moves in flight yet: {exc}", delay=5) from exc
+
+
+def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome) -> None:
+    patch.status.update(outcome.status)
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
+    kopf.index(GROUP, VERSION, PLURAL, id="partitionreassignment_claims",
+               registry=registry)(partitionreassignment_claims)
+    kopf.timer(GROUP, VERSION, PLURAL, id="partitionreassignment_tick", interval=poll_interval_seconds,
+               registry=registry)(partitionreassignment_tick)
+    kopf.on.delete(GROUP, VERSION, PLURAL, id="partitionreassignment_delete",
+                   registry=registry)(partitionreassignment_delete)

@@ -1,0 +1,115 @@
+"""Classification, progress, claims and conditions: the pure pieces under the PartitionReassignment life cycle."""
+
+from __future__ import annotations
+
+import json
+
+from kpo.domain import conditions as cond
+from kpo.domain.claims import Claim, claimed_by_others
+from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
+from kpo.domain.reassignment import (
+    PartitionStatus,
+    Target,
+    classify,
+    parse_reassignment_document,
+    progress,
+    rollback_document,
+    validate,
+)
+
+P0, P1, P2, P3 = (TopicPartition("t", i) for i in range(4))
+
+
+def test_ongoing_target_is_the_replica_set_minus_the_replicas_being_removed() -> None:
+    assert OngoingReassignment(replicas=(3, 4, 1, 2), adding=(3, 4), removing=(1, 2)).target == (3, 4)
+
+
+def test_classify_each_state() -> None:
+    v = ClusterView(
+        brokers={1: Broker(1), 2: Broker(2), 3: Broker(3)},
+        partitions={tp: PartitionState((1, 2), 1, (1, 2)) for tp in (P0, P1, P2, P3)},
+        ongoing={P1: OngoingReassignment((2, 3, 1), (3,), (1,)), P2: OngoingReassignment((1, 3, 2), (3,), (2,)),
+                 P3: OngoingReassignment((3, 1, 2), (3,), (2,))},
+    )
+    targets = {P0: Target((1, 2)), P1: Target((2, 3)), P2: Target((2, 3)), P3: Target((3, 2))}
+    c = classify(targets, owned={P2: (1, 3)}, view=v)
+    assert c.status == {P0: PartitionStatus.COMPLETED, P1: PartitionStatus.IN_FLIGHT,
+                        P2: PartitionStatus.RETARGET, P3: PartitionStatus.EXTERNAL}
+    assert c.owned == {P1: (2, 3), P2: (1, 3)}
+
+
+def test_classify_reports_own_moves_of_dropped_partitions_only() -> None:
+    v = ClusterView(brokers={}, partitions={P0: PartitionState((1,), 1, (1,))},
+                    ongoing={P0: OngoingReassignment((2, 1), (2,), (1,)), P1: OngoingReassignment((3, 1), (3,), (1,))})
+    c = classify({}, owned={P0: (2,), P1: (2,)}, view=v)
+    assert c.dropped == (P0,), "P1 moves towards another target now: not ours to cancel"
+
+
+def test_progress_counts_bytes_from_the_original_replicas() -> None:
+    v = ClusterView(
+        brokers={},
+        partitions={P0: PartitionState((2, 3), 2, (2, 3)), P1: PartitionState((1, 2), 1, (1, 2)),
+                    P2: PartitionState((1, 2), 1, (1, 2))},
+        ongoing={P1: OngoingReassignment((3, 1, 2), (3,), (2,))},
+        replica_sizes={(P0, 2): 100, (P0, 3): 100, (P1, 1): 50, (P1, 2): 50, (P1, 3): 20, (P2, 1): 10, (P2, 2): 10},
+    )
+    targets = {P0: Target((2, 3)), P1: Target((3, 1)), P2: Target((3, 2))}
+    c = classify(targets, owned={P1: (3, 1)}, view=v)
+    got = progress(targets, {P0: (1, 2)}, c, [], v)
+    assert (got.total, got.completed, got.in_flight, got.pending) == (3, 1, 1, 1)
+    assert got.bytes_to_move == 100 + 50 + 10
+    assert got.bytes_moved == 100 + 20
+    assert got.percent == 75
+    assert got.summary == "1/3"
+    assert got.eta_seconds(elapsed_seconds=12) == 4
+
+
+def test_validate_log_dirs_against_the_brokers_dirs() -> None:
+    v = ClusterView(brokers={1: Broker(1), 2: Broker(2)}, partitions={P0: PartitionState((1,), 1, (1,))},
+                    topics=frozenset({"t"}), log_dirs={1: frozenset({"/a", "/b"}), 2: frozenset({"/c"})})
+    assert validate({P0: Target((1, 2), ("/a", "any"))}, v) == []
+    problems = validate({P0: Target((1, 2), ("/c", "/c"))}, v)
+    assert [p.reason for p in problems] == ["UnknownLogDir"]
+    assert problems[0].field == "spec.partitions[0].logDirs"
+
+
+def test_rollback_document_is_kafka_reassign_partitions_json_and_round_trips() -> None:
+    doc = rollback_document({P1: (2, 3), P0: (1, 2)})
+    assert json.loads(json.dumps(doc)) == {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]},
+        {"topic": "t", "partition": 1, "replicas": [2, 3], "log_dirs": ["any", "any"]}]}
+    assert parse_reassignment_document(doc) == {P0: (1, 2), P1: (2, 3)}
+
+
+def claim(key: str, created: str, partitions: set[TopicPartition], in_flight: set[TopicPartition] | None = None,
+          live: bool = True) -> Claim:
+    return Claim(key, created, frozenset(partitions), frozenset(in_flight or set()), live)
+
+
+def test_the_older_live_claim_goes_first() -> None:
+    me = claim("ns/b", "2026-01-02T00:00:00Z", {P0, P1})
+    older = claim("ns/a", "2026-01-01T00:00:00Z", {P0})
+    done = claim("ns/c", "2026-01-01T00:00:00Z", {P1}, live=False)
+    assert claimed_by_others(me, [older, done, me]) == {P0: "ns/a"}
+
+
+def test_a_move_in_flight_holds_its_partition_even_against_an_older_claim() -> None:
+    me = claim("ns/a", "2026-01-01T00:00:00Z", {P0})
+    younger_holding = claim("ns/b", "2026-01-02T00:00:00Z", {P0}, in_flight={P0})
+    assert claimed_by_others(me, [younger_holding]) == {P0: "ns/b"}
+    mine = claim("ns/a", "2026-01-01T00:00:00Z", {P0}, in_flight={P0})
+    assert claimed_by_others(mine, [younger_holding]) == {}
+
+
+def test_conditions_keep_transition_time_while_status_is_unchanged() -> None:
+    first = cond.merge([], cond.kstatus(ready=False, progressing=True, stalled=False, reason="Executing",
+                                        message="1/3"), 1, "t1")
+    second = cond.merge(first, cond.kstatus(ready=False, progressing=True, stalled=False, reason="Executing",
+                                            message="2/3"), 1, "t2")
+    third = cond.merge(second, cond.kstatus(ready=True, progressing=False, stalled=False, reason="Succeeded",
+                                            message="done"), 2, "t3")
+    times = {c["type"]: c["lastTransitionTime"] for c in second}
+    assert times == {"Ready": "t1", "Progressing": "t1", "Stalled": "t1"}
+    assert [c["message"] for c in second] == ["2/3"] * 3
+    final = {c["type"]: (c["status"], c["lastTransitionTime"], c["observedGeneration"]) for c in third}
+    assert final == {"Ready": ("True", "t3", 2), "Progressing": ("False", "t3", 2), "Stalled": ("False", "t1", 2)}

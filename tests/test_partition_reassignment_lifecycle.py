@@ -1,0 +1,248 @@
+"""One test per transition of the PartitionReassignment life cycle (see lifecycle.py's diagram)."""
+
+from __future__ import annotations
+
+from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
+from kpo.domain.reassignment import PartitionStatus, Target
+from kpo.resources.partition_reassignment.lifecycle import (
+    TRANSITIONS,
+    Intent,
+    Memory,
+    Observation,
+    Phase,
+    decide,
+)
+
+T = "orders"
+P0, P1, P2 = TopicPartition(T, 0), TopicPartition(T, 1), TopicPartition(T, 2)
+
+
+def view(replicas: dict[TopicPartition, tuple[int, ...]], ongoing: dict[TopicPartition, OngoingReassignment]
+         | None = None, isr: dict[TopicPartition, tuple[int, ...]] | None = None, brokers: int = 4) -> ClusterView:
+    return ClusterView(
+        brokers={b: Broker(b) for b in range(1, brokers + 1)},
+        partitions={tp: PartitionState(r, r[0], (isr or {}).get(tp, r)) for tp, r in replicas.items()},
+        ongoing=ongoing or {},
+        topics=frozenset({T}),
+        min_insync={T: 1},
+    )
+
+
+def moving(original: tuple[int, ...], target: tuple[int, ...]) -> OngoingReassignment:
+    adding = tuple(b for b in target if b not in original)
+    removing = tuple(b for b in original if b not in target)
+    return OngoingReassignment(replicas=target + removing, adding=adding, removing=removing)
+
+
+def intent(targets: dict[TopicPartition, tuple[int, ...]], generation: int = 1, *, stop: bool = False,
+           revert: bool = False) -> Intent:
+    return Intent(generation=generation, targets={tp: Target(r) for tp, r in targets.items()}, stop=stop,
+                  revert_on_stop=revert)
+
+
+def test_every_phase_has_a_transition_map() -> None:
+    assert set(TRANSITIONS) >= set(Phase) - {Phase.PLANNING, Phase.PROPOSED}
+
+
+# ------------------------------------------------------------------------------------------------------- Pending
+
+
+def test_pending_to_invalid_names_the_problem_and_sends_nothing() -> None:
+    d = decide(intent({P0: (1, 9)}), Memory(), Observation(view({P0: (1, 2)})))
+    assert d.phase is Phase.INVALID
+    assert d.reason == "UnknownBroker"
+    assert "spec.partitions[0].replicas" in d.message and "9" in d.message
+    assert not d.submit and not d.save_originals and not d.cancel
+    assert d.events[-1].type == "Warning"
+
+
+def test_pending_to_invalid_for_a_missing_topic_and_partition() -> None:
+    missing = TopicPartition("nope", 0)
+    d = decide(intent({missing: (1,), TopicPartition(T, 5): (1,)}), Memory(), Observation(view({P0: (1,)})))
+    assert d.phase is Phase.INVALID
+    assert {p.reason for p in d.problems} == {"UnknownTopic", "UnknownPartition"}
+
+
+def test_pending_to_invalid_below_min_insync_replicas() -> None:
+    v = view({P0: (1, 2, 3)})
+    v = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, min_insync={T: 2})
+    d = decide(intent({P0: (1,)}), Memory(), Observation(v))
+    assert d.phase is Phase.INVALID and d.reason == "BelowMinInsyncReplicas"
+
+
+def test_pending_stays_pending_on_a_conflict_with_an_older_resource() -> None:
+    d = decide(intent({P0: (2, 3)}), Memory(), Observation(view({P0: (1, 2)}), claimed_by_others={P0: "ns/older"}))
+    assert d.phase is Phase.PENDING
+    assert d.reason == "Conflict" and "ns/older" in d.message
+    assert [(c.partition, c.holder) for c in d.conflicts] == [(P0, "ns/older")]
+    assert not d.submit
+    stalled = {c.type: c.status for c in d.conditions}
+    assert stalled == {"Ready": False, "Progressing": False, "Stalled": True}
+
+
+def test_pending_stays_pending_on_a_move_kpo_did_not_start() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (1, 4))})
+    d = decide(intent({P0: (2, 3)}), Memory(), Observation(v))
+    assert d.phase is Phase.PENDING
+    assert [(c.partition, c.holder) for c in d.conflicts] == [(P0, "external")]
+    assert not d.submit and not d.cancel
+
+
+def test_pending_to_stopped_when_stop_is_set_before_anything_started() -> None:
+    d = decide(intent({P0: (2, 3)}, stop=True), Memory(), Observation(view({P0: (1, 2)})))
+    assert d.phase is Phase.STOPPED and not d.submit
+
+
+def test_pending_to_stopping_when_stop_finds_own_moves_in_flight() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    memory = Memory(phase=Phase.INVALID, observed_generation=1, owned={P0: (2, 3)})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True), memory, Observation(v))
+    assert d.phase is Phase.STOPPING and d.cancel == (P0,)
+
+
+def test_pending_to_succeeded_when_every_partition_already_has_its_target() -> None:
+    d = decide(intent({P0: (1, 2)}), Memory(), Observation(view({P0: (1, 2)})))
+    assert d.phase is Phase.SUCCEEDED and not d.submit and not d.save_originals
+    assert {c.type: c.status for c in d.conditions}["Ready"] is True
+
+
+def test_pending_to_executing_saves_originals_and_submits() -> None:
+    d = decide(intent({P0: (2, 3), P1: (1, 2)}), Memory(), Observation(view({P0: (1, 2), P1: (1, 2)})))
+    assert d.phase is Phase.EXECUTING
+    assert d.save_originals == {P0: (1, 2)}
+    assert d.submit == {P0: (2, 3)}
+    assert d.events[-1].reason == "Executing"
+
+
+def test_pending_to_executing_submits_only_what_the_scheduler_admits() -> None:
+    d = decide(intent({P0: (2, 3), P1: (3, 4)}), Memory(), Observation(view({P0: (1, 2), P1: (1, 2)})),
+               admit=lambda pending, _in_flight: list(pending)[:1])
+    assert d.submit == {P0: (2, 3)}
+    assert d.save_originals == {P0: (1, 2)}, "originals are saved for what is sent, before it is sent"
+
+
+# ----------------------------------------------------------------------------------------------------- Executing
+
+
+def executing(owned: dict[TopicPartition, tuple[int, ...]], **kwargs: object) -> Memory:
+    return Memory(phase=Phase.EXECUTING, observed_generation=1, owned=owned,
+                  originals={P0: (1, 2), P1: (1, 2), P2: (1, 2)}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_executing_stays_while_moves_are_in_flight_and_does_not_resubmit() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    d = decide(intent({P0: (2, 3)}), executing({P0: (2, 3)}), Observation(v))
+    assert d.phase is Phase.EXECUTING and not d.submit and not d.cancel
+    assert d.classification is not None and d.classification.status[P0] is PartitionStatus.IN_FLIGHT
+
+
+def test_executing_adopts_a_move_to_its_own_target_after_a_lost_status_write() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    d = decide(intent({P0: (2, 3)}), executing({}), Observation(v))
+    assert not d.submit and d.classification is not None and d.classification.owned == {P0: (2, 3)}
+
+
+def test_executing_spec_change_retargets_cancels_dropped_and_leaves_unchanged() -> None:
+    v = view({P0: (1, 2), P1: (1, 2), P2: (1, 2)},
+             ongoing={P0: moving((1, 2), (2, 3)), P1: moving((1, 2), (3, 4)), P2: moving((1, 2), (1, 4))})
+    memory = executing({P0: (2, 3), P1: (3, 4), P2: (1, 4)})
+    d = decide(intent({P0: (2, 4), P2: (1, 4)}, generation=2), memory, Observation(v))
+    assert d.phase is Phase.EXECUTING
+    assert d.submit == {P0: (2, 4)}
+    assert d.cancel == (P1,)
+
+
+def test_executing_to_succeeded_when_every_partition_is_at_target() -> None:
+    d = decide(intent({P0: (2, 3)}), executing({P0: (2, 3)}), Observation(view({P0: (2, 3)})))
+    assert d.phase is Phase.SUCCEEDED and d.reason == "Succeeded"
+
+
+def test_executing_to_failed_once_nothing_else_runs() -> None:
+    refused = {P1: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no")}
+    d = decide(intent({P0: (2, 3), P1: (3, 4)}), executing({}, failures=refused),
+               Observation(view({P0: (2, 3), P1: (1, 2)})))
+    assert d.phase is Phase.FAILED
+    assert d.reason == "KafkaRefused" and "INVALID_REPLICA_ASSIGNMENT" in d.message
+    assert not d.submit, "a refused move is not retried for the same spec"
+
+
+def test_executing_keeps_going_with_others_while_one_failed() -> None:
+    refused = {P1: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no")}
+    v = view({P0: (1, 2), P1: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    d = decide(intent({P0: (2, 3), P1: (3, 4)}), executing({P0: (2, 3)}, failures=refused), Observation(v))
+    assert d.phase is Phase.EXECUTING
+
+
+def test_executing_to_stopping_on_stop() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True), executing({P0: (2, 3)}), Observation(v))
+    assert d.phase is Phase.STOPPING and d.cancel == (P0,)
+
+
+def test_executing_to_invalid_when_the_spec_changes_to_an_impossible_one() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    d = decide(intent({P0: (2, 9)}, generation=2), executing({P0: (2, 3)}), Observation(v))
+    assert d.phase is Phase.INVALID and not d.cancel and not d.submit
+
+
+# ------------------------------------------------------------------------------------------ Stopping / Reverting
+
+
+def test_stopping_stays_while_own_moves_are_in_flight() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
+    memory = Memory(phase=Phase.STOPPING, observed_generation=2, owned={P0: (2, 3)})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True), memory, Observation(v))
+    assert d.phase is Phase.STOPPING and d.cancel == (P0,)
+
+
+def test_stopping_to_stopped_keeps_completed_partitions() -> None:
+    memory = Memory(phase=Phase.STOPPING, observed_generation=2, owned={}, originals={P0: (1, 2)})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True), memory, Observation(view({P0: (2, 3)})))
+    assert d.phase is Phase.STOPPED and not d.submit
+
+
+def test_stopping_to_reverting_moves_completed_partitions_back() -> None:
+    memory = Memory(phase=Phase.STOPPING, observed_generation=2, originals={P0: (1, 2), P1: (1, 2)})
+    d = decide(intent({P0: (2, 3), P1: (3, 4)}, generation=2, stop=True, revert=True), memory,
+               Observation(view({P0: (2, 3), P1: (1, 2)})))
+    assert d.phase is Phase.REVERTING
+    assert d.submit == {P0: (1, 2)}
+
+
+def test_reverting_skips_partitions_whose_original_replicas_are_all_out_of_sync() -> None:
+    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 2), P1: (1, 2)})
+    v = view({P0: (3, 4), P1: (2, 3)}, isr={P0: (3, 4), P1: (2, 3)})
+    d = decide(intent({P0: (3, 4), P1: (2, 3)}, generation=2, stop=True, revert=True), memory, Observation(v))
+    assert d.phase is Phase.REVERTING
+    assert set(d.skipped) == {P0} and "in sync" in d.skipped[P0]
+    assert d.submit == {P1: (1, 2)}
+
+
+def test_reverting_to_reverted() -> None:
+    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 2)})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True, revert=True), memory, Observation(view({P0: (1, 2)})))
+    assert d.phase is Phase.REVERTED
+
+
+def test_reverting_to_failed_when_kafka_refused_the_way_back() -> None:
+    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 2)},
+                    failures={P0: KafkaRefusal("CLUSTER_AUTHORIZATION_FAILED")})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True, revert=True), memory, Observation(view({P0: (2, 3)})))
+    assert d.phase is Phase.FAILED
+
+
+# ------------------------------------------------------------------------------------------------------ terminal
+
+
+def test_terminal_phases_stay_put_for_the_same_generation() -> None:
+    for phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID, Phase.STOPPED, Phase.REVERTED):
+        d = decide(intent({P0: (2, 3)}), Memory(phase=phase, observed_generation=1), Observation(view({P0: (1, 2)})))
+        assert d.phase is phase and not d.submit and not d.events
+
+
+def test_terminal_phases_go_back_to_pending_on_a_spec_change() -> None:
+    for phase in (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID, Phase.STOPPED, Phase.REVERTED):
+        d = decide(intent({P0: (2, 3)}, generation=2), Memory(phase=phase, observed_generation=1),
+                   Observation(view({P0: (1, 2)})))
+        assert d.phase is Phase.EXECUTING, phase
+        assert d.submit == {P0: (2, 3)}
