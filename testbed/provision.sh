@@ -46,7 +46,7 @@ provision_k8s() {
     "$here/go/k8s/go.mod.in" > "$work/go.mod"
   cp "$here/go/k8s/main.go" "$work/"
   [ -f "$here/go/k8s/go.sum" ] && cp "$here/go/k8s/go.sum" "$work/"
-  log "building kube-apiserver, kube-controller-manager, kubectl v$KUBERNETES_VERSION (first time: ~15-25 min on 2 cores)"
+  log "building kube-apiserver, kube-controller-manager, kubectl v$KUBERNETES_VERSION (first time: about 6 minutes on 2 cores)"
   (cd "$work" && go mod download k8s.io/kubernetes >/dev/null && go mod tidy >/dev/null) \
     || die "could not resolve k8s.io/kubernetes v$KUBERNETES_VERSION: $go_registry_hint"
   local ldflags="-s -w"
