@@ -17,6 +17,7 @@ help:
 	@echo "make testbed-up    start the test bed in the background; then: . .testbed/env"
 	@echo "make testbed-down  stop every process the test bed started and remove its data"
 	@echo "make lint unit e2e the parts of make test"
+	@echo "make crds          regenerate crds/ from the pydantic models in operator/kpo/api (crds-check: verify)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kpo needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -44,6 +45,14 @@ testbed-down:
 .PHONY: testbed-status
 testbed-status: venv
 	$(TESTBED) status
+
+.PHONY: crds
+crds: venv
+	$(PY) -m kpo.api crds
+
+.PHONY: crds-check
+crds-check: venv
+	$(PY) -m kpo.api --check crds
 
 .PHONY: lint
 lint: venv

@@ -1,0 +1,490 @@
+"""PartitionReassignment: move partition replicas between brokers (and log dirs), declaratively.
+
+The spec has two kinds of target, exactly one of which is set: ``partitions`` is kafka-reassign-partitions' JSON as
+YAML (the user already knows the target), ``plan`` asks kpo to compute one (rebalance, drain or fill brokers, change
+the replication factor). A generated plan stops at ``Proposed`` until it is approved, because a user should see what
+will move before gigabytes start moving; explicit partitions need no approval, the user wrote them.
+
+Everything the server can check without looking at Kafka is checked at admission (schema plus CEL): distinct
+replicas, one log dir per replica, one target kind, the fields each plan goal needs. What needs Kafka (does the topic
+exist, is the broker alive) makes the resource ``Invalid`` with the reason in its conditions.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, AwareDatetime, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+from kpo.api.common import (
+    ClusterRef,
+    PartitionFailure,
+    StatusBase,
+    cluster_ref_immutable,
+    require_one_entry_per_partition,
+)
+from kpo.api.schema import (
+    MAX_REPLICAS,
+    OBJECT_DEFAULT,
+    ApiModel,
+    BrokerSet,
+    PartitionIndex,
+    ReplicaSet,
+    Rule,
+    RuleReason,
+    StatusModel,
+    TopicName,
+    TopicPattern,
+    TopicSet,
+    cel_in,
+    list_map,
+)
+
+#: Explicit partition lists are capped so the server can bound the cost of its per-entry CEL rules.
+MAX_EXPLICIT_PARTITIONS = 20000
+LOG_DIR_PATTERN = r"^(any|/.*)$"
+
+
+LogDir = Annotated[StrictStr, Field(pattern=LOG_DIR_PATTERN, max_length=4096)]
+
+
+class PartitionTarget(ApiModel):
+    """The target of one partition: one entry of kafka-reassign-partitions' JSON."""
+
+    topic: TopicName = Field(description="Topic of the partition.")
+    partition: PartitionIndex = Field(description="Partition index (0-based).")
+    replicas: ReplicaSet = Field(
+        description="Target replicas as broker ids, distinct, preferred leader first. The replication factor is the "
+        "length of this list, so it may grow or shrink the partition's replica set."
+    )
+    log_dirs: list[LogDir] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_REPLICAS,
+        description='Target log directory of each replica, in the order of replicas: an absolute path on that broker, '
+        'or "any" to let the broker choose. Omitted: every broker chooses. A replica already on its broker moves '
+        "between that broker's log dirs (AlterReplicaLogDirs).",
+    )
+
+    rules = (
+        Rule(
+            cel="!has(self.logDirs) || size(self.logDirs) == size(self.replicas)",
+            message="logDirs needs exactly one entry per replica, in the order of replicas",
+            holds=lambda t: t.log_dirs is None or len(t.log_dirs) == len(t.replicas),
+            field_path=".logDirs",
+        ),
+    )
+
+
+class PlanGoal(StrEnum):
+    REBALANCE = "Rebalance"
+    REMOVE_BROKERS = "RemoveBrokers"
+    ADD_BROKERS = "AddBrokers"
+    REPLICATION_FACTOR = "ReplicationFactor"
+
+
+BROKER_GOALS = (PlanGoal.REMOVE_BROKERS, PlanGoal.ADD_BROKERS)
+
+
+class Plan(ApiModel):
+    """A target kpo computes from the cluster's current state (brokers, racks, replica sizes)."""
+
+    goal: PlanGoal = Field(
+        default=PlanGoal.REBALANCE,
+        description="What the plan achieves. Rebalance: even out replicas, leaders and bytes across the live brokers "
+        "within tolerance. RemoveBrokers: move every replica off brokers (to decommission them). AddBrokers: move a "
+        "fair share of replicas onto brokers (new, empty ones). ReplicationFactor: give every selected partition "
+        "replicationFactor replicas.",
+    )
+    topics: TopicSet | None = Field(
+        default=None,
+        min_length=1,
+        description="Topics the plan may move. Omitted (and no topicPattern): every topic. Exclusive with "
+        "topicPattern.",
+    )
+    topic_pattern: TopicPattern | None = Field(
+        default=None,
+        description="Regular expression (Python syntax) that a topic's whole name must match to be included. "
+        "Exclusive with topics.",
+    )
+    exclude_topics: TopicSet = Field(
+        default_factory=list,
+        description="Topics never moved, even if topics or topicPattern select them.",
+    )
+    brokers: BrokerSet | None = Field(
+        default=None,
+        min_length=1,
+        description="Broker ids to drain (RemoveBrokers) or to fill (AddBrokers). Required by those goals, "
+        "forbidden by the others.",
+    )
+    replication_factor: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REPLICAS,
+        description="Replicas every selected partition should have. Required by goal ReplicationFactor, forbidden "
+        "by the others.",
+    )
+    tolerance: StrictFloat = Field(
+        default=0.10,
+        gt=0,
+        le=1,
+        description="Rebalance: how far (as a fraction of the mean) a broker's load may stay from the mean before "
+        "kpo moves anything for it. 0.10 = within 10%.",
+    )
+    rack_aware: StrictBool = Field(
+        default=True,
+        description="Place the replicas of each partition on distinct racks (broker.rack) as far as the racks allow.",
+    )
+
+    rules = (
+        Rule(
+            cel="!has(self.topics) || !has(self.topicPattern)",
+            message="topics and topicPattern are mutually exclusive: select topics by name or by pattern",
+            holds=lambda p: p.topics is None or p.topic_pattern is None,
+            field_path=".topicPattern",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel=f"!({cel_in('self.goal', BROKER_GOALS)}) || has(self.brokers)",
+            message="goals RemoveBrokers and AddBrokers need the broker ids in brokers",
+            holds=lambda p: p.goal not in BROKER_GOALS or p.brokers is not None,
+            field_path=".brokers",
+            reason=RuleReason.REQUIRED,
+        ),
+        Rule(
+            cel=f"{cel_in('self.goal', BROKER_GOALS)} || !has(self.brokers)",
+            message="brokers is only used by goals RemoveBrokers and AddBrokers",
+            holds=lambda p: p.goal in BROKER_GOALS or p.brokers is None,
+            field_path=".brokers",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel="self.goal != 'ReplicationFactor' || has(self.replicationFactor)",
+            message="goal ReplicationFactor needs replicationFactor",
+            holds=lambda p: p.goal is not PlanGoal.REPLICATION_FACTOR or p.replication_factor is not None,
+            field_path=".replicationFactor",
+            reason=RuleReason.REQUIRED,
+        ),
+        Rule(
+            cel="self.goal == 'ReplicationFactor' || !has(self.replicationFactor)",
+            message="replicationFactor is only used by goal ReplicationFactor",
+            holds=lambda p: p.goal is PlanGoal.REPLICATION_FACTOR or p.replication_factor is None,
+            field_path=".replicationFactor",
+            reason=RuleReason.FORBIDDEN,
+        ),
+    )
+
+
+class ApprovalMode(StrEnum):
+    MANUAL = "Manual"
+    AUTOMATIC = "Automatic"
+
+
+class Approval(ApiModel):
+    """Who lets a generated plan run: the user, for one specific proposal, or kpo itself."""
+
+    mode: ApprovalMode = Field(
+        default=ApprovalMode.MANUAL,
+        description="Manual: a generated plan waits in phase Proposed until proposalId names it. Automatic: kpo "
+        "executes every proposal as soon as it is computed.",
+    )
+    proposal_id: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="Approves the proposal whose id is in status.proposal.id (copy it here). A newer proposal (the "
+        "plan or the cluster changed) has a new id and needs a new approval. Only with plan and mode Manual.",
+    )
+
+    rules = (
+        Rule(
+            cel="self.mode == 'Manual' || !has(self.proposalId)",
+            message="proposalId is for mode Manual; mode Automatic approves every proposal by itself",
+            holds=lambda a: a.mode is ApprovalMode.MANUAL or a.proposal_id is None,
+            field_path=".proposalId",
+            reason=RuleReason.FORBIDDEN,
+        ),
+    )
+
+
+class Strategy(StrEnum):
+    ALL_AT_ONCE = "AllAtOnce"
+    INCREMENTAL = "Incremental"
+
+
+class MoveOrder(StrEnum):
+    AS_GIVEN = "AsGiven"
+    SMALLEST_FIRST = "SmallestFirst"
+    LARGEST_FIRST = "LargestFirst"
+
+
+class Execution(ApiModel):
+    """How the moves are carried out: pacing, order, throttling and what happens after."""
+
+    strategy: Strategy = Field(
+        default=Strategy.ALL_AT_ONCE,
+        description="AllAtOnce: each partition goes straight to its target replicas. Incremental: one new replica is "
+        "added at a time and one old replica dropped per step (KAFKA-6794), so a partition never carries many "
+        "extra replicas and each step copies one replica's bytes.",
+    )
+    max_moves: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="Most partitions of this resource moving at once, cluster-wide. A finished move frees its slot "
+        "for the next at once. Omitted: the operator's configured default.",
+    )
+    max_moves_per_broker: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="Most moves in flight that involve any one broker (as source or destination), counted across "
+        "every PartitionReassignment on the cluster. Omitted: the operator's configured default.",
+    )
+    order: MoveOrder = Field(
+        default=MoveOrder.AS_GIVEN,
+        description="Which pending partitions start first: AsGiven (spec or plan order), SmallestFirst or "
+        "LargestFirst (by bytes to copy).",
+    )
+    throttle: StrictInt | None = Field(
+        default=None,
+        ge=1024,
+        description="Replication throttle in bytes/s per broker for the moving replicas (leader and follower "
+        "replication rates, throttled replica lists). Removed when this resource's last move ends; throttles set "
+        "by others are left alone. Omitted: no throttle.",
+    )
+    elect_leaders_after: StrictBool = Field(
+        default=False,
+        description="When every move has finished, run a preferred leader election for the moved partitions so "
+        "leadership follows the new replica order.",
+    )
+
+    rules = (
+        Rule(
+            cel="!has(self.maxMoves) || !has(self.maxMovesPerBroker) || self.maxMovesPerBroker <= self.maxMoves",
+            message="maxMovesPerBroker cannot exceed maxMoves",
+            holds=lambda e: e.max_moves is None
+            or e.max_moves_per_broker is None
+            or e.max_moves_per_broker <= e.max_moves,
+            field_path=".maxMovesPerBroker",
+        ),
+    )
+
+
+class StopAction(StrEnum):
+    KEEP = "Keep"
+    REVERT = "Revert"
+
+
+class DeletionPolicy(StrEnum):
+    CANCEL = "Cancel"
+    ORPHAN = "Orphan"
+
+
+class PartitionReassignmentSpec(ApiModel):
+    """What to move, how, and what to do on stop and on deletion."""
+
+    cluster_ref: ClusterRef = None
+    partitions: Annotated[list[PartitionTarget], AfterValidator(require_one_entry_per_partition)] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_EXPLICIT_PARTITIONS,
+        description="Explicit targets, one entry per partition (the partitions array of kafka-reassign-partitions' "
+        "JSON). Executed without approval. Exclusive with plan.",
+        json_schema_extra=list_map("topic", "partition"),
+    )
+    plan: Plan | None = Field(
+        default=None,
+        description="A target for kpo to compute. The proposal appears in status.proposal (and a ConfigMap) and "
+        "runs once approved. Exclusive with partitions.",
+    )
+    approval: Approval | None = Field(
+        default=None,
+        description="Approval of generated plans. Omitted: mode Manual. Ignored for explicit partitions.",
+    )
+    execution: Execution = Field(
+        default_factory=Execution,
+        description="Pacing and ordering of the moves.",
+        json_schema_extra=OBJECT_DEFAULT,
+    )
+    stop: StrictBool = Field(
+        default=False,
+        description="true: cancel the moves in flight (KIP-455 cancellation) and start no more; what happens to "
+        "finished partitions is onStop. Setting it back to false resumes.",
+    )
+    on_stop: StopAction = Field(
+        default=StopAction.KEEP,
+        description="On stop: Keep (finished partitions stay where they are) or Revert (every partition of this "
+        "resource returns to the replicas it had before, from the rollback ConfigMap).",
+    )
+    deletion_policy: DeletionPolicy = Field(
+        default=DeletionPolicy.CANCEL,
+        description="On deletion while moves are in flight: Cancel (stop them, like stop=true with onStop Keep) or "
+        "Orphan (leave them running in Kafka).",
+    )
+
+    rules = (
+        Rule(
+            cel="has(self.partitions) || has(self.plan)",
+            message="set a target: partitions (explicit replica lists) or plan (a generated plan)",
+            holds=lambda s: s.partitions is not None or s.plan is not None,
+            field_path=".partitions",
+            reason=RuleReason.REQUIRED,
+        ),
+        Rule(
+            cel="!has(self.partitions) || !has(self.plan)",
+            message="partitions and plan are mutually exclusive: set exactly one",
+            holds=lambda s: s.partitions is None or s.plan is None,
+            field_path=".plan",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel="!has(self.approval) || !has(self.approval.proposalId) || has(self.plan)",
+            message="approval.proposalId approves a generated proposal, so it needs plan",
+            holds=lambda s: s.approval is None or s.approval.proposal_id is None or s.plan is not None,
+            field_path=".approval.proposalId",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        cluster_ref_immutable(),
+    )
+
+
+class ReassignmentPhase(StrEnum):
+    PENDING = "Pending"
+    PLANNING = "Planning"
+    PROPOSED = "Proposed"
+    EXECUTING = "Executing"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    REVERTING = "Reverting"
+    REVERTED = "Reverted"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+
+
+class BrokerLoad(StatusModel):
+    """One broker's load before and after the reassignment."""
+
+    id: int = Field(ge=0, description="Broker id.")
+    bytes_before: int = Field(default=0, ge=0, description="Bytes of replicas on the broker now.")
+    bytes_after: int = Field(default=0, ge=0, description="Bytes of replicas on the broker after the moves.")
+    replicas_before: int = Field(default=0, ge=0, description="Replicas on the broker now.")
+    replicas_after: int = Field(default=0, ge=0, description="Replicas on the broker after the moves.")
+    leaders_before: int = Field(default=0, ge=0, description="Preferred leaders on the broker now.")
+    leaders_after: int = Field(default=0, ge=0, description="Preferred leaders on the broker after the moves.")
+
+
+class PlanSummary(StatusModel):
+    """What the target changes, computed before anything moves."""
+
+    partitions: int = Field(default=0, ge=0, description="Partitions whose replicas change.")
+    replica_moves: int = Field(default=0, ge=0, description="Replicas created on a new broker.")
+    bytes_to_move: int = Field(default=0, ge=0, description="Bytes those new replicas copy.")
+    leader_changes: int = Field(default=0, ge=0, description="Partitions whose preferred leader changes.")
+    lower_bound_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Generated plans: the fewest bytes any plan reaching the goal must copy, to judge this one by.",
+    )
+    brokers: list[BrokerLoad] = Field(
+        default_factory=list,
+        description="Load per broker, before and after.",
+        json_schema_extra=list_map("id"),
+    )
+
+
+class Progress(StatusModel):
+    """How far the execution is, counted in partitions and bytes."""
+
+    total: int = Field(default=0, ge=0, description="Partitions to move.")
+    completed: int = Field(default=0, ge=0, description="Partitions at their target.")
+    in_flight: int = Field(default=0, ge=0, description="Partitions moving now.")
+    pending: int = Field(default=0, ge=0, description="Partitions not started yet.")
+    failed: int = Field(default=0, ge=0, description="Partitions that failed (see failures).")
+    bytes_moved: int = Field(default=0, ge=0, description="Bytes copied so far.")
+    bytes_to_move: int = Field(default=0, ge=0, description="Bytes to copy in all.")
+    percent: int = Field(default=0, ge=0, le=100, description="Completion in percent of bytesToMove (or partitions).")
+    eta_seconds: int | None = Field(default=None, ge=0, description="Estimated seconds to completion.")
+    started_at: AwareDatetime | None = Field(default=None, description="When the first move started.")
+    summary: str = Field(default="", description='Completed/total partitions, e.g. "12/30" (the Progress column).')
+
+
+class Conflict(StatusModel):
+    """A partition this resource wants to move that something else is moving already."""
+
+    topic: str = Field(description="Topic name.")
+    partition: int = Field(ge=0, description="Partition index.")
+    holder: str = Field(
+        description='Name of the PartitionReassignment that claims the partition, or "external" when a move not '
+        "started by kpo is in progress in Kafka."
+    )
+
+
+class SkippedPartition(StatusModel):
+    """A partition a revert left alone."""
+
+    topic: str = Field(description="Topic name.")
+    partition: int = Field(ge=0, description="Partition index.")
+    reason: str = Field(description="Why it was not reverted (e.g. it was deleted, or another move holds it).")
+
+
+class Proposal(StatusModel):
+    """A generated plan waiting for approval (or approved automatically)."""
+
+    id: str = Field(description="Proposal id: copy it to spec.approval.proposalId to approve this proposal.")
+    created_at: AwareDatetime | None = Field(default=None, description="When the proposal was computed.")
+    config_map: str | None = Field(
+        default=None, description="ConfigMap holding the proposed assignment in kafka-reassign-partitions JSON."
+    )
+    partitions: int = Field(default=0, ge=0, description="Partitions whose replicas change.")
+    replica_moves: int = Field(default=0, ge=0, description="Replicas created on a new broker.")
+    bytes_to_move: int = Field(default=0, ge=0, description="Bytes to copy.")
+    leader_changes: int = Field(default=0, ge=0, description="Partitions whose preferred leader changes.")
+
+
+class InFlightMove(StatusModel):
+    """A move kpo submitted for this resource and Kafka still reports in flight."""
+
+    topic: str = Field(description="Topic name.")
+    partition: int = Field(ge=0, description="Partition index.")
+    replicas: list[int] = Field(description="The target replicas kpo submitted (AlterPartitionReassignments).")
+
+
+class LeaderElectionResult(StatusModel):
+    """Result of the preferred leader election after the moves (execution.electLeadersAfter)."""
+
+    elected: int = Field(default=0, ge=0, description="Partitions whose leader changed to the preferred replica.")
+    already_preferred: int = Field(default=0, ge=0, description="Partitions already led by the preferred replica.")
+    failed: int = Field(default=0, ge=0, description="Partitions where Kafka refused the election.")
+
+
+class PartitionReassignmentStatus(StatusBase):
+    """What kpo observed and did; Kafka's ListPartitionReassignments is the source of truth behind it."""
+
+    phase: ReassignmentPhase | None = Field(
+        default=None,
+        description="Pending, Planning, Proposed, Executing, Stopping, Stopped, Reverting, Reverted, Succeeded, "
+        "Failed or Invalid.",
+    )
+    summary: PlanSummary | None = Field(default=None, description="What the target changes.")
+    progress: Progress | None = Field(default=None, description="How far the execution is.")
+    failures: list[PartitionFailure] = Field(default_factory=list, description="Partitions that failed, and why.")
+    conflicts: list[Conflict] = Field(
+        default_factory=list, description="Partitions held by another reassignment; they wait and are not moved."
+    )
+    rollback_config_map: str | None = Field(
+        default=None,
+        description="ConfigMap with the replicas every partition had before this resource moved it, in "
+        "kafka-reassign-partitions JSON (used by onStop Revert, usable by hand).",
+    )
+    in_flight: list[InFlightMove] = Field(
+        default_factory=list,
+        description="Moves kpo started for this resource that are still in flight. kpo's only memory of its own "
+        "work: after a restart it resumes these instead of submitting them again, and it never cancels a move it "
+        "did not start.",
+    )
+    proposal: Proposal | None = Field(default=None, description="The current generated proposal.")
+    skipped: list[SkippedPartition] = Field(default_factory=list, description="Partitions a revert did not touch.")
+    leader_election: LeaderElectionResult | None = Field(
+        default=None, description="Result of electLeadersAfter."
+    )

@@ -1,0 +1,361 @@
+"""Generated specs near the edges of the API, for checking that the models and the server agree.
+
+The strategies build camelCase spec dicts the way users write them, mostly valid but with values just past each
+boundary mixed in (broker -1, tolerance 0, a duplicate replica, an unknown enum value, a forbidden field
+combination). Here they check that whatever the models accept survives a round trip through ``to_k8s()``;
+``e2e/test_api_admission.py`` sends the same specs to the kube-apiserver and requires the server to accept exactly
+what the models accept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from kpo.api import PARTITION_REASSIGNMENT, PREFERRED_LEADER_ELECTION, TOPIC_PARTITION_COUNT, ResourceKind
+
+Strategy = st.SearchStrategy[Any]
+
+
+Corruption = Callable[[dict[str, Any], st.DrawFn], None]
+
+
+def maybe(value: Strategy) -> Strategy:
+    """An optional field: absent (None, dropped by :func:`compact`) or ``value``."""
+    return st.one_of(st.none(), value)
+
+
+def compact(entries: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in entries.items() if value is not None}
+
+
+def set_at(path: tuple[str | int, ...], bad: Strategy) -> Corruption:
+    """A corruption that puts a drawn bad value at ``path``, creating missing objects on the way."""
+
+    def corrupt(spec: dict[str, Any], draw: st.DrawFn) -> None:
+        parent: Any = spec
+        for key in path[:-1]:
+            if isinstance(key, int):
+                if not isinstance(parent, list) or len(parent) <= key:
+                    return  # nothing to corrupt here: the spec stays as it was
+                parent = parent[key]
+            else:
+                parent = parent.setdefault(key, {})
+        parent[path[-1]] = draw(bad)
+
+    return corrupt
+
+
+def delete_at(*path: str) -> Corruption:
+    def corrupt(spec: dict[str, Any], _draw: st.DrawFn) -> None:
+        parent: Any = spec
+        for key in path[:-1]:
+            parent = parent.get(key, {})
+        parent.pop(path[-1], None)
+
+    return corrupt
+
+
+@st.composite
+def with_one_defect(draw: st.DrawFn, valid: Strategy, corruptions: tuple[Corruption, ...]) -> dict[str, Any]:
+    """A valid spec, and half of the time the same spec with one defect (which may happen to be harmless)."""
+    spec: dict[str, Any] = draw(valid)
+    if draw(st.booleans()):
+        draw(st.sampled_from(corruptions))(spec, draw)
+    return spec
+
+
+TOPIC = st.sampled_from(["orders", "payments", "audit.log", "a_b-c", "t" * 249])
+BAD_TOPIC = st.sampled_from(["", "bad topic", "t" * 250, "x/y"])
+TOPICS = st.lists(TOPIC, min_size=1, max_size=3, unique=True)
+PATTERN = st.sampled_from(["orders.*", "^audit\\.", "x", "(a|b)-[0-9]+"])
+BROKERS = st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True)
+BAD_BROKERS = st.sampled_from([[], [1, 1], [-1], [0, -2], [1, 2, 2]])
+CLUSTER_REF = st.sampled_from(["prod", "analytics-2", "a"])
+BAD_CLUSTER_REF = st.sampled_from(["Prod_1", "x" * 64, "", "-a"])
+LOG_DIR = st.sampled_from(["any", "/data/a", "/data/b"])
+GOALS = ("Rebalance", "RemoveBrokers", "AddBrokers", "ReplicationFactor")
+
+
+@st.composite
+def _reassignment_target(draw: st.DrawFn) -> dict[str, Any]:
+    replicas = draw(BROKERS)
+    same_length = st.lists(LOG_DIR, min_size=len(replicas), max_size=len(replicas))
+    return compact({"topic": draw(TOPIC), "partition": draw(st.integers(0, 3)), "replicas": replicas,
+                    "logDirs": draw(maybe(same_length))})
+
+
+@st.composite
+def _plan(draw: st.DrawFn) -> dict[str, Any]:
+    goal = draw(maybe(st.sampled_from(GOALS)))
+    selection = draw(st.sampled_from(["all", "topics", "pattern"]))
+    return compact(
+        {
+            "goal": goal,
+            "topics": draw(TOPICS) if selection == "topics" else None,
+            "topicPattern": draw(PATTERN) if selection == "pattern" else None,
+            "excludeTopics": draw(maybe(TOPICS)),
+            "brokers": draw(BROKERS) if goal in ("RemoveBrokers", "AddBrokers") else None,
+            "replicationFactor": draw(st.integers(1, 4)) if goal == "ReplicationFactor" else None,
+            "tolerance": draw(maybe(st.sampled_from([0.05, 0.1, 1, 0.5, 1e-6]))),
+            "rackAware": draw(maybe(st.booleans())),
+        }
+    )
+
+
+@st.composite
+def _valid_reassignment(draw: st.DrawFn) -> dict[str, Any]:
+    uses_plan = draw(st.booleans())
+    mode = draw(maybe(st.sampled_from(["Manual", "Automatic"])))
+    proposal = draw(maybe(st.just("p-1"))) if uses_plan and mode != "Automatic" else None
+    max_moves = draw(maybe(st.integers(1, 6)))
+    execution = compact(
+        {
+            "strategy": draw(maybe(st.sampled_from(["AllAtOnce", "Incremental"]))),
+            "maxMoves": max_moves,
+            "maxMovesPerBroker": draw(maybe(st.integers(1, max_moves or 6))),
+            "order": draw(maybe(st.sampled_from(["AsGiven", "SmallestFirst", "LargestFirst"]))),
+            "throttle": draw(maybe(st.sampled_from([1024, 10485760]))),
+            "electLeadersAfter": draw(maybe(st.booleans())),
+        }
+    )
+    partitions = st.lists(_reassignment_target(), min_size=1, max_size=4, unique_by=_partition_key)
+    return compact(
+        {
+            "clusterRef": draw(maybe(CLUSTER_REF)),
+            "partitions": None if uses_plan else draw(partitions),
+            "plan": draw(_plan()) if uses_plan else None,
+            "approval": compact({"mode": mode, "proposalId": proposal}) if mode or proposal else None,
+            "execution": execution or None,
+            "stop": draw(maybe(st.booleans())),
+            "onStop": draw(maybe(st.sampled_from(["Keep", "Revert"]))),
+            "deletionPolicy": draw(maybe(st.sampled_from(["Cancel", "Orphan"]))),
+        }
+    )
+
+
+def _partition_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return (entry["topic"], entry["partition"])
+
+
+def _add_plan_to_partitions(spec: dict[str, Any], draw: st.DrawFn) -> None:
+    if "partitions" in spec:
+        spec["plan"] = draw(_plan())
+    else:
+        spec["partitions"] = [{"topic": "orders", "partition": 0, "replicas": [1]}]
+
+
+def _duplicate_first_partition(spec: dict[str, Any], _draw: st.DrawFn) -> None:
+    if spec.get("partitions"):
+        spec["partitions"].append({**spec["partitions"][0], "replicas": [5]})
+
+
+def _mismatched_log_dirs(spec: dict[str, Any], _draw: st.DrawFn) -> None:
+    for target in spec.get("partitions", [])[:1]:
+        target["logDirs"] = ["any"] * (len(target["replicas"]) + 1)
+
+
+def _plan_field_for_the_wrong_goal(spec: dict[str, Any], draw: st.DrawFn) -> None:
+    plan = spec.get("plan")
+    if plan is not None:
+        goal = plan.get("goal", "Rebalance")
+        if goal in ("RemoveBrokers", "AddBrokers"):
+            del plan["brokers"]
+        elif goal == "ReplicationFactor":
+            plan["brokers"] = draw(BROKERS)
+        else:
+            plan["replicationFactor"] = 3
+
+
+REASSIGNMENT_DEFECTS: tuple[Corruption, ...] = (
+    set_at(("partitions", 0, "topic"), BAD_TOPIC),
+    set_at(("partitions", 0, "partition"), st.sampled_from([-1, "0", 2**31])),
+    set_at(("partitions", 0, "replicas"), BAD_BROKERS),
+    set_at(("partitions", 0, "logDirs"), st.sampled_from([["rel"], [], ["any", "any", "any", "any", "any"]])),
+    set_at(("partitions",), st.just([])),
+    _mismatched_log_dirs,
+    _duplicate_first_partition,
+    _add_plan_to_partitions,
+    delete_at("partitions"),
+    delete_at("plan"),
+    _plan_field_for_the_wrong_goal,
+    set_at(("plan", "goal"), st.just("Shrink")),
+    set_at(("plan", "tolerance"), st.sampled_from([0, 1.5, -0.1, "0.1"])),
+    set_at(("plan", "topicPattern"), PATTERN),
+    set_at(("plan", "brokers"), BAD_BROKERS),
+    set_at(("plan", "replicationFactor"), st.sampled_from([0, 65, 2])),
+    set_at(("approval", "mode"), st.sampled_from(["Auto", "Automatic"])),
+    set_at(("approval", "proposalId"), st.sampled_from(["", "p-2"])),
+    set_at(("execution", "strategy"), st.just("Bulk")),
+    set_at(("execution", "maxMoves"), st.sampled_from([0, 1])),
+    set_at(("execution", "maxMovesPerBroker"), st.sampled_from([0, 7])),
+    set_at(("execution", "order"), st.just("Random")),
+    set_at(("execution", "throttle"), st.sampled_from([1023, 0])),
+    set_at(("execution", "electLeadersAfter"), st.just("true")),
+    set_at(("clusterRef",), BAD_CLUSTER_REF),
+    set_at(("stop",), st.sampled_from(["yes", 1])),
+    set_at(("onStop",), st.just("Delete")),
+    set_at(("deletionPolicy",), st.just("Keep")),
+)
+
+
+def reassignment_specs() -> Strategy:
+    return with_one_defect(_valid_reassignment(), REASSIGNMENT_DEFECTS)
+
+
+@st.composite
+def _valid_election(draw: st.DrawFn) -> dict[str, Any]:
+    selection = draw(st.sampled_from(["all", "topics", "pattern", "partitions"]))
+    election_type = draw(maybe(st.sampled_from(["Preferred", "Unclean"])))
+    if election_type == "Unclean" and selection == "all":
+        selection = "topics"
+    partition = st.fixed_dictionaries({"topic": TOPIC, "partition": st.integers(0, 3)})
+    interval = st.sampled_from(["15m", "1h30m", "90s", "10s", "2h", "0h0m10s", "1h0m0s"])
+    return compact(
+        {
+            "clusterRef": draw(maybe(CLUSTER_REF)),
+            "topics": draw(TOPICS) if selection == "topics" else None,
+            "topicPattern": draw(PATTERN) if selection == "pattern" else None,
+            "partitions": draw(st.lists(partition, min_size=1, max_size=3, unique_by=_partition_key))
+            if selection == "partitions"
+            else None,
+            "electionType": election_type,
+            "schedule": draw(maybe(st.fixed_dictionaries({"interval": interval})))
+            if election_type != "Unclean"
+            else None,
+            "after": draw(maybe(st.sampled_from(["payments-move", "a.b", "x"]))),
+        }
+    )
+
+
+ELECTION_DEFECTS: tuple[Corruption, ...] = (
+    set_at(("topics",), st.sampled_from([[], ["orders", "orders"], ["bad topic"]])),
+    set_at(("topicPattern",), PATTERN),
+    set_at(("partitions",), st.sampled_from([[], [{"topic": "a", "partition": -1}], [{"topic": "a"}]])),
+    set_at(("partitions",), st.just([{"topic": "a", "partition": 1}, {"topic": "a", "partition": 1}])),
+    set_at(("electionType",), st.sampled_from(["Dirty", "Unclean"])),
+    set_at(("schedule",), st.sampled_from([{}, {"interval": "9s"}, {"interval": "0s"}, {"interval": "soon"},
+                                           {"interval": "1d"}, {"interval": "m"}, {"interval": "10s"}])),
+    set_at(("after",), st.sampled_from(["Payments_Move", "-x", ""])),
+    set_at(("clusterRef",), BAD_CLUSTER_REF),
+    delete_at("topics"),
+    delete_at("topicPattern"),
+    delete_at("partitions"),
+)
+
+
+def election_specs() -> Strategy:
+    return with_one_defect(_valid_election(), ELECTION_DEFECTS)
+
+
+@st.composite
+def _valid_partition_count(draw: st.DrawFn) -> dict[str, Any]:
+    strategy = draw(maybe(st.sampled_from(["Balanced", "Explicit"])))
+    replication = draw(st.integers(1, 3))
+    replica_list = st.lists(st.integers(0, 5), min_size=replication, max_size=replication, unique=True)
+    placement = compact(
+        {
+            "strategy": strategy,
+            "rackAware": draw(maybe(st.booleans())),
+            "assignments": draw(st.lists(replica_list, min_size=1, max_size=3)) if strategy == "Explicit" else None,
+        }
+    )
+    key_ordering = compact(
+        {
+            "policy": draw(maybe(st.sampled_from(["RequireMultiple", "Allow"]))),
+            "sampleMessages": draw(maybe(st.integers(0, 100_000))),
+        }
+    )
+    return compact(
+        {
+            "clusterRef": draw(maybe(CLUSTER_REF)),
+            "topic": draw(TOPIC),
+            "partitions": draw(st.integers(1, 4096)),
+            "placement": placement or None,
+            "keyOrdering": key_ordering or None,
+        }
+    )
+
+
+PARTITION_COUNT_DEFECTS: tuple[Corruption, ...] = (
+    set_at(("topic",), BAD_TOPIC),
+    delete_at("topic"),
+    set_at(("partitions",), st.sampled_from([0, -3, "12", 2**31])),
+    delete_at("partitions"),
+    set_at(("placement", "strategy"), st.sampled_from(["RoundRobin", "Explicit", "Balanced"])),
+    set_at(("placement", "assignments"), st.sampled_from([[[1], [1, 2]], [[1, 1]], [[]], [], [[-1]], [[2, 3]]])),
+    delete_at("placement", "assignments"),
+    set_at(("placement", "rackAware"), st.just("no")),
+    set_at(("keyOrdering", "policy"), st.just("Never")),
+    set_at(("keyOrdering", "sampleMessages"), st.sampled_from([-1, 100_000_001, 5])),
+    set_at(("clusterRef",), BAD_CLUSTER_REF),
+)
+
+
+def partition_count_specs() -> Strategy:
+    return with_one_defect(_valid_partition_count(), PARTITION_COUNT_DEFECTS)
+
+
+SPECS: dict[str, Strategy] = {
+    PARTITION_REASSIGNMENT.kind: reassignment_specs(),
+    PREFERRED_LEADER_ELECTION.kind: election_specs(),
+    TOPIC_PARTITION_COUNT.kind: partition_count_specs(),
+}
+
+
+def model_accepts(kind: ResourceKind, spec: dict[str, Any]) -> bool:
+    try:
+        kind.spec.model_validate(spec)
+    except ValidationError:
+        return False
+    return True
+
+
+def _round_trips(kind: ResourceKind, spec: dict[str, Any]) -> None:
+    if model_accepts(kind, spec):
+        parsed = kind.spec.model_validate(spec)
+        assert kind.spec.model_validate(parsed.to_k8s()) == parsed
+        # Every key the user wrote survives the dump, with the value it had (defaults may be added).
+        dumped = parsed.to_k8s()
+        for key, value in spec.items():
+            assert key in dumped
+            if not isinstance(value, dict):
+                assert dumped[key] == value
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=reassignment_specs())
+def test_accepted_reassignment_specs_round_trip(spec: dict[str, Any]) -> None:
+    _round_trips(PARTITION_REASSIGNMENT, spec)
+
+
+@settings(max_examples=300)
+@given(spec=election_specs())
+def test_accepted_election_specs_round_trip(spec: dict[str, Any]) -> None:
+    _round_trips(PREFERRED_LEADER_ELECTION, spec)
+
+
+@settings(max_examples=300)
+@given(spec=partition_count_specs())
+def test_accepted_partition_count_specs_round_trip(spec: dict[str, Any]) -> None:
+    _round_trips(TOPIC_PARTITION_COUNT, spec)
+
+
+@pytest.mark.parametrize("kind", [PARTITION_REASSIGNMENT, PREFERRED_LEADER_ELECTION, TOPIC_PARTITION_COUNT],
+                         ids=lambda k: k.kind)
+def test_the_generators_produce_both_accepted_and_refused_specs(kind: ResourceKind) -> None:
+    # A generator that only produced invalid (or only valid) specs would make the server comparison vacuous.
+    outcomes: list[bool] = []
+
+    @settings(max_examples=200, database=None)
+    @given(spec=SPECS[kind.kind])
+    def collect(spec: dict[str, Any]) -> None:
+        outcomes.append(model_accepts(kind, spec))
+
+    collect()
+    assert 0.2 < sum(outcomes) / len(outcomes) < 0.95
