@@ -13,12 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from e2e.kube_support import Resources, install_crds
 from e2e.operator_support import OperatorProcess, operator_env
 from kpo_testbed import Testbed
+from kpo_testbed.kafka import LIMITED_USER, SCRAM_MECHANISM
 from kpo_testbed.paths import REPO_ROOT
 
 QUIET = logging.getLogger("e2e.librdkafka")
@@ -89,12 +92,55 @@ def kpo_crds(api_client: client.ApiClient) -> None:
     install_crds(api_client)
 
 
+OPERATOR_NAMESPACE = "kpo-system"
+LIMITED_SECRET = "kafka-kpo-limited"
+
+
 @pytest.fixture(scope="session")
-def kpo_operator(kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def operator_namespace(api_client: client.ApiClient, testbed: Testbed) -> str:
+    """The operator's own namespace, holding the Secret with the SASL password of the "limited" cluster."""
+    core = client.CoreV1Api(api_client)
+    if not any(ns.metadata.name == OPERATOR_NAMESPACE for ns in core.list_namespace().items):
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=OPERATOR_NAMESPACE)))
+    password = testbed.state.kafka.passwords[LIMITED_USER]
+    secret = client.V1Secret(metadata=client.V1ObjectMeta(name=LIMITED_SECRET), string_data={"password": password})
+    try:
+        core.create_namespaced_secret(OPERATOR_NAMESPACE, secret)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        core.replace_namespaced_secret(LIMITED_SECRET, OPERATOR_NAMESPACE, secret)
+    return OPERATOR_NAMESPACE
+
+
+@pytest.fixture(scope="session")
+def operator_config(testbed: Testbed, operator_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two clusters: the default over PLAINTEXT, and "limited": SASL/SCRAM as a user with only the ACLs a test
+    grants, its password read from a Secret."""
+    config_path = tmp_path_factory.mktemp("operator-config") / "kpo.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "pollIntervalSeconds": 1,
+        "clusters": {
+            "default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers},
+            "limited": {
+                "bootstrapServers": testbed.state.kafka.sasl_bootstrap_servers,
+                "securityProtocol": "SASL_PLAINTEXT",
+                "sasl": {"mechanism": SCRAM_MECHANISM, "username": LIMITED_USER,
+                         "passwordSecret": {"name": LIMITED_SECRET, "key": "password"}},
+            },
+        },
+    }))
+    return config_path
+
+
+@pytest.fixture(scope="session")
+def kpo_operator(kpo_crds: None, kubeconfig: Path, bootstrap_servers: str, operator_config: Path,
+                 operator_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """One operator for the session (watching all namespaces); a test that kills it starts it again."""
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
-    operator = OperatorProcess(operator_env(kubeconfig, bootstrap_servers), log_path)
+    env = operator_env(kubeconfig, bootstrap_servers,
+                       {"KPO_CONFIG": str(operator_config), "KPO_NAMESPACE": operator_namespace})
+    operator = OperatorProcess(env, log_path)
     operator.start()
     yield operator
     operator.stop()

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
@@ -24,6 +31,7 @@ from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
 from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
 from kpo_testbed import Testbed
+from kpo_testbed.kafka import LIMITED_USER
 
 KPR = "PartitionReassignment"
 pytestmark = pytest.mark.usefixtures("kpo_operator")
@@ -317,3 +325,40 @@ def _write(testbed: Testbed, document: dict[str, Any]) -> str:
     path = testbed.state_dir / f"rollback-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(document))
     return str(path)
+
+
+def test_kafka_refusal_surfaces_as_failed(kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+                                          resources: Resources) -> None:
+    """The "limited" cluster connects over SASL/SCRAM (password from a Secret) as a user that may describe the
+    cluster and its topics but not alter it: validation passes, Kafka refuses the move, and kpo says so."""
+    create_topic(kafka_admin, topic_name, 1, assignment=[[1, 2]])
+    principal = f"User:{LIMITED_USER}"
+    grants = [
+        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW),
+    ]
+    for future in kafka_admin.create_acls(grants).values():
+        future.result(timeout=30)
+    try:
+        resources.create(KPR, "refused", {"clusterRef": "limited",
+                                          "partitions": spec_partitions(topic_name, {0: [2, 3]})})
+        status = resources.wait_phase(KPR, "refused", {"Failed", "Invalid", "Succeeded"}, timeout=90)
+        assert status["phase"] == "Failed", status
+        assert status["failures"] == [{"topic": topic_name, "partition": 0, "reason": "CLUSTER_AUTHORIZATION_FAILED",
+                                       "message": status["failures"][0]["message"]}]
+        assert "ALTER" in status["failures"][0]["message"]
+        ready = resources.condition(KPR, "refused", "Ready")
+        stalled = resources.condition(KPR, "refused", "Stalled")
+        assert ready is not None and ready["status"] == "False" and ready["reason"] == "KafkaRefused"
+        assert "CLUSTER_AUTHORIZATION_FAILED" in ready["message"]
+        assert stalled is not None and stalled["status"] == "True"
+        assert "KafkaRefused" in _reasons(resources, "refused")
+        assert replicas_of(kafka_admin, topic_name) == {0: [1, 2]}
+        assert ongoing(bootstrap_servers, topic_name) == {}
+    finally:
+        for future in kafka_admin.delete_acls(grants).values():
+            future.result(timeout=30)

@@ -12,7 +12,8 @@ from kpo_testbed.procs import ProcessRecord
 
 
 def cluster() -> KafkaCluster:
-    nodes = [KafkaNode(node_id=i, client_port=9000 + i, controller_port=9100 + i, rack=f"rack-{i}") for i in (1, 2, 3)]
+    nodes = [KafkaNode(node_id=i, client_port=9000 + i, controller_port=9100 + i, rack=f"rack-{i}",
+                       sasl_port=9200 + i) for i in (1, 2, 3)]
     return KafkaCluster(root=Path("/data"), libs=Path("/libs"), nodes=nodes)
 
 
@@ -23,8 +24,12 @@ def test_every_node_is_a_combined_kraft_node_with_two_log_dirs() -> None:
         assert props["process.roles"] == "broker,controller"
         assert props["node.id"] == str(node.node_id)
         assert props["controller.quorum.voters"] == "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103"
-        assert props["listeners"] == f"PLAINTEXT://127.0.0.1:{9000 + node.node_id},CONTROLLER://127.0.0.1:" \
-                                     f"{9100 + node.node_id}"
+        n = node.node_id
+        assert props["listeners"] == f"PLAINTEXT://127.0.0.1:{9000 + n},SASL_PLAINTEXT://127.0.0.1:{9200 + n}," \
+                                     f"CONTROLLER://127.0.0.1:{9100 + n}"
+        # ACLs apply on the SASL listener only: the anonymous PLAINTEXT and controller principals are super users.
+        assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        assert "User:ANONYMOUS" in props["super.users"].split(";")
         node_dir = f"/data/node-{node.node_id}"
         assert props["log.dirs"].split(",") == [f"{node_dir}/data-a", f"{node_dir}/data-b"]
         assert props["auto.leader.rebalance.enable"] == "false"

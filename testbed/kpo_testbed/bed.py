@@ -164,6 +164,7 @@ class Testbed:
             "KPO_KUBE_SERVER": kube.server,
             "KPO_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
             "KPO_KAFKA_CONTROLLERS": ",".join(f"127.0.0.1:{n.controller_port}" for n in kafka.nodes),
+            "KPO_SASL_BOOTSTRAP_SERVERS": kafka.sasl_bootstrap_servers,
             "KPO_KAFKA_LIBS": str(kafka.libs),
             "KPO_KUBECTL": str(self.binaries.kubectl),
             "KPO_HELM": str(self.binaries.helm),

@@ -1,6 +1,8 @@
 """A 3-node KRaft Kafka cluster (combined broker + controller) on loopback.
 
-Each node has a client listener and a controller listener on 127.0.0.1, two log directories (so DescribeLogDirs and
+Each node has a controller listener and two client listeners on 127.0.0.1: PLAINTEXT, whose anonymous principal is a
+super user (tests and the default kpo connection), and SASL_PLAINTEXT with SCRAM-SHA-512, where the StandardAuthorizer
+applies ACLs (credentials from Secrets, authorization refusals). Two log directories per node (so DescribeLogDirs and
 log-dir moves have something to show), a rack of its own, and ``auto.leader.rebalance.enable=false`` so that
 leader-election tests are deterministic. Heaps are bounded: an unbounded JVM takes a quarter of the machine.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -40,16 +43,27 @@ logger.request.level = WARN
 """
 
 
+# SCRAM users created when the storage is formatted: an admin (super user) and a user with no ACLs of its own.
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ADMIN_USER = "admin"
+LIMITED_USER = "kpo-limited"
+
+
 @dataclass(frozen=True)
 class KafkaNode:
     node_id: int
     client_port: int
     controller_port: int
     rack: str
+    sasl_port: int = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
 
 @dataclass
@@ -59,19 +73,27 @@ class KafkaCluster:
     nodes: list[KafkaNode]
     extra_properties: dict[str, str] = field(default_factory=dict)
     heap: str = "-Xms256m -Xmx512m"
+    # SCRAM passwords by user name, made up for each test bed.
+    passwords: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def on_free_ports(cls, root: Path, libs: Path) -> KafkaCluster:
-        ports = procs.free_ports(2 * len(NODE_IDS))
+        ports = procs.free_ports(3 * len(NODE_IDS))
         nodes = [
-            KafkaNode(node_id=n, client_port=ports[2 * i], controller_port=ports[2 * i + 1], rack=f"rack-{'abc'[i]}")
+            KafkaNode(node_id=n, client_port=ports[3 * i], controller_port=ports[3 * i + 1], rack=f"rack-{'abc'[i]}",
+                      sasl_port=ports[3 * i + 2])
             for i, n in enumerate(NODE_IDS)
         ]
-        return cls(root=root, libs=libs, nodes=nodes)
+        passwords = {ADMIN_USER: secrets.token_hex(12), LIMITED_USER: secrets.token_hex(12)}
+        return cls(root=root, libs=libs, nodes=nodes, passwords=passwords)
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return ",".join(n.sasl_bootstrap for n in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         for n in self.nodes:
@@ -91,9 +113,19 @@ class KafkaCluster:
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port},"
+                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},"
+                                    f"SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                              "CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # PLAINTEXT (tests, inter-broker) and CONTROLLER connections are anonymous: make them super users, so
+            # ACLs only ever apply on the SASL listener.
+            "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": ",".join(str(d) for d in self.log_dirs(node.node_id)),
@@ -156,10 +188,12 @@ class KafkaCluster:
         cluster_id = self.run_tool("kafka.tools.StorageTool", "random-uuid").strip().splitlines()[-1]
         if not CLUSTER_ID_RE.match(cluster_id):
             raise RuntimeError(f"StorageTool random-uuid printed {cluster_id!r}, not a cluster id")
+        scram = [arg for user, password in sorted(self.passwords.items())
+                 for arg in ("--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]")]
         for node in self.nodes:
             props = self.node_dir(node.node_id) / "server.properties"
             self.run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
-                          "--ignore-formatted")
+                          "--ignore-formatted", *scram)
         return cluster_id
 
     def start_node(self, node_id: int) -> procs.ProcessRecord:
@@ -193,15 +227,18 @@ class KafkaCluster:
             "nodes": [n.__dict__ for n in self.nodes],
             "extra_properties": self.extra_properties,
             "heap": self.heap,
+            "passwords": self.passwords,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> KafkaCluster:
         nodes = data["nodes"]
         props = data.get("extra_properties", {})
-        assert isinstance(nodes, list) and isinstance(props, dict)
+        passwords = data.get("passwords", {})
+        assert isinstance(nodes, list) and isinstance(props, dict) and isinstance(passwords, dict)
         return cls(root=Path(str(data["root"])), libs=Path(str(data["libs"])),
-                   nodes=[KafkaNode(**n) for n in nodes], extra_properties=dict(props), heap=str(data["heap"]))
+                   nodes=[KafkaNode(**n) for n in nodes], extra_properties=dict(props), heap=str(data["heap"]),
+                   passwords=dict(passwords))
 
     def remove_data(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

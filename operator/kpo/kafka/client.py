@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -107,8 +108,10 @@ def _kp_refusal(error: type[kafka_errors.KafkaError] | kafka_errors.KafkaError) 
     # kafka-python spells error 39 INVALID_REPLICATION_ASSIGNMENT; Kafka's own name is INVALID_REPLICA_ASSIGNMENT.
     code = {"INVALID_REPLICATION_ASSIGNMENT": "INVALID_REPLICA_ASSIGNMENT"}.get(code, code)
     description = str(getattr(error, "description", "") or "")
-    detail = str(error) if isinstance(error, kafka_errors.KafkaError) and str(error) not in ("", code) else ""
-    message = description + (f" ({detail})" if detail and detail != description else "")
+    detail = str(error) if isinstance(error, kafka_errors.KafkaError) else ""
+    # kafka-python's text carries the whole request; Kafka's own words are the part worth keeping.
+    said = re.search(r"needs \w+ permission|error_message='([^']{1,200})", detail)
+    message = description + (f" ({said.group(0).removeprefix('error_message=')})" if said else "")
     return KafkaRefusal(code=code, message=message,
                         retriable=bool(getattr(error, "retriable", False)) or refusal(code).retriable)
 
@@ -139,7 +142,7 @@ class KafkaAdminAdapter:
                 yield self._kp
             except kafka_errors.KafkaError as exc:
                 found = _kp_refusal(exc)
-                unreachable = (kafka_errors.KafkaConnectionError, kafka_errors.NoBrokersAvailable,
+                unreachable = (kafka_errors.KafkaConnectionError, kafka_errors.MetadataEmptyBrokerList,
                                kafka_errors.KafkaTimeoutError)
                 if found.retriable or isinstance(exc, unreachable):
                     self._reset_kafka_python()
