@@ -208,3 +208,13 @@ def test_docs_describe_every_field_and_phase_in_the_kinds_section(kind: Resource
     assert missing == [], f"docs/api.md does not document: {missing}"
     for phase in kind.status.model_fields["phase"].annotation.__args__[0]:  # type: ignore[union-attr]
         assert f"| `{phase.value}` |" in own, phase
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
+def test_object_defaults_spell_out_their_nested_defaults(kind: ResourceKind) -> None:
+    # The server checks a default against the object's CEL rules before nested defaults apply: an object default
+    # must already hold every nested default, or rules reading those fields fail when the CRD is installed.
+    for path, node in nodes(openapi(kind), kind.kind):
+        if node["type"] == "object" and "default" in node:
+            nested = {name: prop["default"] for name, prop in node["properties"].items() if "default" in prop}
+            assert node["default"] == nested, path

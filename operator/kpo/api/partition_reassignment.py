@@ -26,7 +26,6 @@ from kpo.api.common import (
 )
 from kpo.api.schema import (
     MAX_REPLICAS,
-    OBJECT_DEFAULT,
     ApiModel,
     BrokerSet,
     PartitionIndex,
@@ -39,6 +38,7 @@ from kpo.api.schema import (
     TopicSet,
     cel_in,
     list_map,
+    object_default,
 )
 
 #: Explicit partition lists are capped so the server can bound the cost of its per-entry CEL rules.
@@ -304,7 +304,7 @@ class PartitionReassignmentSpec(ApiModel):
     execution: Execution = Field(
         default_factory=Execution,
         description="Pacing and ordering of the moves.",
-        json_schema_extra=OBJECT_DEFAULT,
+        json_schema_extra=object_default(Execution),
     )
     stop: StrictBool = Field(
         default=False,

@@ -126,8 +126,15 @@ def list_map(*keys: str) -> dict[str, Any]:
 
 
 LIST_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
-#: An object-valued field that the server fills with its nested defaults when it is omitted.
-OBJECT_DEFAULT: dict[str, Any] = {"default": {}}
+
+
+def object_default(model: type[ApiModel]) -> dict[str, Any]:
+    """Schema extension for an object field the server fills in when it is omitted: the model's own defaults.
+
+    The whole object is spelled out (not ``{}``) because the server checks a default against the object's CEL rules
+    *before* nested defaults apply, so ``{}`` would fail any rule that reads a defaulted field.
+    """
+    return {"default": model().to_k8s()}
 
 
 def require_distinct(values: list[H]) -> list[H]:

@@ -19,13 +19,13 @@ from pydantic import Field, StrictBool, StrictInt
 from kpo.api.common import ClusterRef, StatusBase, cluster_ref_immutable
 from kpo.api.schema import (
     INT32_MAX,
-    OBJECT_DEFAULT,
     ApiModel,
     ReplicaSet,
     Rule,
     RuleReason,
     StatusModel,
     TopicName,
+    object_default,
 )
 
 #: Explicit placements are capped so the server can bound the cost of the CEL rule over them.
@@ -120,12 +120,12 @@ class TopicPartitionCountSpec(ApiModel):
     placement: Placement = Field(
         default_factory=Placement,
         description="Placement of the new partitions' replicas.",
-        json_schema_extra=OBJECT_DEFAULT,
+        json_schema_extra=object_default(Placement),
     )
     key_ordering: KeyOrdering = Field(
         default_factory=KeyOrdering,
         description="The key-ordering guard and report.",
-        json_schema_extra=OBJECT_DEFAULT,
+        json_schema_extra=object_default(KeyOrdering),
     )
 
     rules = (
