@@ -39,6 +39,8 @@ from kpo.api import (
     ReassignmentPhase,
     SkippedPartition,
     StatusModel,
+    ThrottledTopic,
+    ThrottleStatus,
     TopicPartitionCountStatus,
     set_condition,
 )
@@ -76,6 +78,8 @@ FULL_STATUS: dict[str, StatusModel] = {
         conflicts=[Conflict(topic="orders", partition=4, holder="external")],
         rollback_config_map="orders-explicit-rollback",
         in_flight=[InFlightMove(topic="orders", partition=1, replicas=[2, 3])],
+        throttle=ThrottleStatus(rate=10485760, brokers=[1, 2, 3],
+                                topics=[ThrottledTopic(topic="orders", leader=["1:1", "1:2"], follower=["1:3"])]),
         proposal=Proposal(id="p-7f3a9c2e41", created_at=T0, config_map="rebalance-proposal", partitions=30,
                           replica_moves=45, bytes_to_move=2**41, leader_changes=10),
         skipped=[SkippedPartition(topic="orders", partition=5, reason="TopicDeleted")],

@@ -39,6 +39,8 @@ from kpo.api.partition_reassignment import (
     SkippedPartition,
     StopAction,
     Strategy,
+    ThrottledTopic,
+    ThrottleStatus,
 )
 from kpo.api.preferred_leader_election import (
     ELECTED_PARTITIONS_CAP,
@@ -137,6 +139,8 @@ __all__ = [
     "StatusModel",
     "StopAction",
     "Strategy",
+    "ThrottleStatus",
+    "ThrottledTopic",
     "TopicPartition",
     "TopicPartitionCount",
     "TopicPartitionCountSpec",

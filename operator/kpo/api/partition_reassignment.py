@@ -450,6 +450,26 @@ class InFlightMove(StatusModel):
     replicas: list[int] = Field(description="The target replicas kpo submitted (AlterPartitionReassignments).")
 
 
+class ThrottledTopic(StatusModel):
+    """The replica throttle entries kpo added to one topic ("partition:broker", as Kafka lists them)."""
+
+    topic: str = Field(description="Topic name.")
+    leader: list[str] = Field(default_factory=list,
+                              description="Entries kpo appended to leader.replication.throttled.replicas.")
+    follower: list[str] = Field(default_factory=list,
+                                description="Entries kpo appended to follower.replication.throttled.replicas.")
+
+
+class ThrottleStatus(StatusModel):
+    """The replication throttles kpo set for this resource; removed when its last move ends."""
+
+    rate: int = Field(default=0, ge=0, description="Bytes/s set as leader and follower replication throttled rate.")
+    brokers: list[int] = Field(default_factory=list,
+                               description="Brokers whose throttled rates kpo set (a rate someone else had set is "
+                               "left alone and not listed).")
+    topics: list[ThrottledTopic] = Field(default_factory=list, description="Replica entries kpo added, by topic.")
+
+
 class LeaderElectionResult(StatusModel):
     """Result of the preferred leader election after the moves (execution.electLeadersAfter)."""
 
@@ -482,6 +502,9 @@ class PartitionReassignmentStatus(StatusBase):
         description="Moves kpo started for this resource that are still in flight. kpo's only memory of its own "
         "work: after a restart it resumes these instead of submitting them again, and it never cancels a move it "
         "did not start.",
+    )
+    throttle: ThrottleStatus | None = Field(
+        default=None, description="Replication throttles in place for this resource (execution.throttle)."
     )
     proposal: Proposal | None = Field(default=None, description="The current generated proposal.")
     skipped: list[SkippedPartition] = Field(default_factory=list, description="Partitions a revert did not touch.")

@@ -59,7 +59,9 @@ class Schedule(ApiModel):
 
     rules = (
         Rule(
-            cel=f"duration(self.interval) >= duration('{int(MIN_INTERVAL.total_seconds())}s')",
+            # The pattern guard keeps a malformed interval to its one schema error (no CEL conversion error too).
+            cel=f"!self.interval.matches('{INTERVAL_PATTERN}') || "
+            f"duration(self.interval) >= duration('{int(MIN_INTERVAL.total_seconds())}s')",
             message=f"interval must be at least {int(MIN_INTERVAL.total_seconds())}s",
             holds=lambda s: parse_interval(s.interval) >= MIN_INTERVAL,
             field_path=".interval",
