@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 from kubernetes import client, config
 
+from kpo import metrics
 from kpo.config import OperatorConfig
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
 from kpo.runtime import OperatorContext
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", action="append", default=[],
                         help="watch only this namespace (repeatable); default: all namespaces")
     parser.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", help="Kopf liveness endpoint")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="Prometheus metrics port (default: metricsPort of the configuration; 0: off)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -53,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("kafka").setLevel(logging.WARNING)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     operator_config = OperatorConfig.load()
+    metrics_port = operator_config.metrics_port if args.metrics_port is None else args.metrics_port
+    if metrics_port:
+        # A resource whose ticks stop (deleted, no longer watched) leaves the gauges after a few missed ticks.
+        metrics.serve(metrics_port, clusters=operator_config.clusters,
+                      stale_after=max(120.0, 10 * operator_config.poll_interval_seconds))
     context = OperatorContext(config=operator_config, api=kubernetes_client())
     registry = kopf.OperatorRegistry()
     kopf.on.startup(id="kpo_settings", registry=registry)(configure)

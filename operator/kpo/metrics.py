@@ -1,0 +1,326 @@
+"""Prometheus metrics: what a Kafka platform engineer alerts on and graphs while kpo moves data.
+
+Two kinds of numbers live here. Counters and the latency histogram (bytes moved, Kafka and Kubernetes API errors,
+reconcile latency, phase transitions) only ever grow, so they are recorded as things happen. Gauges that describe the
+state of every custom resource (resources per kind and phase, moves in flight in total and per broker, throttles
+active) are not kept as mutable gauges: each reconcile leaves a small :class:`Snapshot` of its resource, and a custom
+collector sums the snapshots at scrape time. That keeps the totals exact across many resources and lets a deleted
+resource (or one no longer watched) drop out on its own once its snapshot goes stale, without any bookkeeping that
+could drift after a crash. The operator holds no state of its own, so neither do its metrics: after a restart the
+first tick of every resource (every ``pollIntervalSeconds``) rebuilds them.
+
+Handlers record through :func:`reconcile`, a context manager around one tick of one resource::
+
+    with metrics.reconcile("PartitionReassignment", uid, status=status, patch=patch, cluster=cluster) as scope:
+        ...  # the tick: reads status, writes patch.status
+        scope.settle(originals, events)  # optional: per-broker moves and Kafka refusals the tick saw
+
+It times the tick, counts the exception that escapes it (Kafka or Kubernetes API error), and, on the way out, reads
+the phase, the moves in flight and ``progress.bytesMoved`` from the status the tick is about to write (or the status
+it left alone). Kinds with no moves use the same call; their snapshot simply has none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kpo.domain.model import Replicas, TopicPartition
+from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+
+log = logging.getLogger(__name__)
+
+#: kpo's own registry (plus the process and platform collectors), so the operator exposes exactly these families.
+REGISTRY = CollectorRegistry()
+
+RECONCILE_SECONDS = Histogram(
+    "kpo_reconcile_duration_seconds", "Time one reconcile tick of one resource took, Kafka and API calls included.",
+    ["kind"], registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+BYTES_MOVED = Counter(
+    "kpo_bytes_moved", "Replica bytes copied by moves kpo started (from each resource's status.progress.bytesMoved).",
+    ["kind", "cluster"], registry=REGISTRY)
+KAFKA_ERRORS = Counter(
+    "kpo_kafka_errors", "Kafka errors seen while reconciling: unreachable cluster, refused requests and moves.",
+    ["kind", "cluster", "reason"], registry=REGISTRY)
+KUBERNETES_ERRORS = Counter(
+    "kpo_kubernetes_api_errors", "Kubernetes API calls made by kpo's own code that failed, by HTTP status.",
+    ["kind", "code"], registry=REGISTRY)
+TRANSITIONS = Counter(
+    "kpo_phase_transitions", "Resources entering a phase (alert on Failed and Invalid).",
+    ["kind", "phase"], registry=REGISTRY)
+
+KAFKA_EVENT_REASONS = frozenset({"KafkaUnavailable", "KafkaRefused"})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one resource looked like at its last reconcile."""
+
+    kind: str
+    cluster: str
+    phase: str
+    moves_in_flight: int = 0
+    # Broker id -> moves of this resource that keep that broker busy (it gets a new replica or drops one).
+    broker_moves: Mapping[int, int] = field(default_factory=dict)
+    # Brokers on which this resource has set a replication throttle.
+    throttled_brokers: frozenset[int] = frozenset()
+    seen: float = 0.0
+
+
+class ResourceStates(Collector):
+    """The per-resource snapshots, and the gauges summed from them at scrape time."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, stale_after: float = 300.0) -> None:
+        self._clock = clock
+        self.stale_after = stale_after
+        self._lock = threading.Lock()
+        self._snapshots: dict[str, Snapshot] = {}
+        self._clusters: set[str] = set()
+
+    def known_clusters(self, names: Iterable[str]) -> None:
+        """Clusters to report zeros for, so a dashboard shows 0 rather than no data when nothing moves."""
+        with self._lock:
+            self._clusters.update(names)
+
+    def put(self, uid: str, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._snapshots[uid] = Snapshot(**{**snapshot.__dict__, "seen": self._clock()})
+
+    def get(self, uid: str) -> Snapshot | None:
+        with self._lock:
+            return self._snapshots.get(uid)
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._snapshots.pop(uid, None)
+
+    def current(self) -> list[Snapshot]:
+        now = self._clock()
+        with self._lock:
+            for uid in [u for u, s in self._snapshots.items() if now - s.seen > self.stale_after]:
+                del self._snapshots[uid]
+            return list(self._snapshots.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._snapshots.clear()
+            self._clusters.clear()
+
+    def collect(self) -> Iterator[Metric]:
+        snapshots = self.current()
+        with self._lock:
+            clusters = set(self._clusters) | {s.cluster for s in snapshots}
+        resources = GaugeMetricFamily("kpo_resources", "kpo custom resources by kind and phase.",
+                                      labels=["kind", "phase"])
+        for (kind, phase), count in sorted(Tally((s.kind, s.phase) for s in snapshots).items()):
+            resources.add_metric([kind, phase], count)
+        in_flight = GaugeMetricFamily("kpo_moves_in_flight", "Partition moves kpo started that Kafka still runs.",
+                                      labels=["cluster"])
+        per_broker = GaugeMetricFamily("kpo_broker_moves_in_flight",
+                                       "Moves in flight that keep a broker busy (it gains or drops a replica).",
+                                       labels=["cluster", "broker"])
+        throttles = GaugeMetricFamily("kpo_throttles_active",
+                                      "Brokers on which kpo has a replication throttle set.", labels=["cluster"])
+        for cluster in sorted(clusters):
+            mine = [s for s in snapshots if s.cluster == cluster]
+            in_flight.add_metric([cluster], sum(s.moves_in_flight for s in mine))
+            brokers: Tally[int] = Tally()
+            for s in mine:
+                brokers.update(s.broker_moves)
+            for broker, count in sorted(brokers.items()):
+                per_broker.add_metric([cluster, str(broker)], count)
+            throttles.add_metric([cluster], len(frozenset().union(*(s.throttled_brokers for s in mine))))
+        yield from (resources, in_flight, per_broker, throttles)
+
+
+STATES = ResourceStates()
+REGISTRY.register(STATES)
+
+
+def serve(port: int, clusters: Collection[str] = (), stale_after: float = 300.0, address: str = "0.0.0.0") -> bool:
+    """Expose the metrics on ``http://address:port/metrics``; ``False`` (logged) when the port cannot be bound.
+
+    A taken port costs the metrics, not the operator: reconciling partitions matters more than being scraped.
+    """
+    from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR  # noqa: PLC0415
+
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        with contextlib.suppress(ValueError):  # already registered by an earlier serve() in this process
+            REGISTRY.register(collector)
+    STATES.known_clusters(clusters)
+    STATES.stale_after = stale_after
+    try:
+        start_http_server(port, addr=address, registry=REGISTRY)
+    except OSError as exc:
+        log.error("metrics are off: cannot listen on %s:%d: %s", address, port, exc)
+        return False
+    log.info("metrics on http://%s:%d/metrics", address, port)
+    return True
+
+
+# ------------------------------------------------------------------------------------------- recording helpers
+
+
+def brokers_touched(target: Replicas, original: Replicas | None) -> frozenset[int]:
+    """Brokers a move keeps busy: those that gain a replica (they copy the log) or drop one.
+
+    Without the original replicas (not recorded yet) every target broker counts: better too busy than invisible.
+    """
+    if original is None:
+        return frozenset(target)
+    return frozenset(target) ^ frozenset(original)
+
+
+def broker_moves(in_flight: Iterable[Mapping[str, Any]], originals: Mapping[TopicPartition, Replicas]
+                 ) -> dict[int, int]:
+    """Per broker, the moves in flight (status ``inFlight`` entries) that touch it."""
+    tally: Tally[int] = Tally()
+    for entry in in_flight:
+        tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
+        tally.update(brokers_touched(tuple(int(r) for r in entry.get("replicas") or ()), originals.get(tp)))
+    return dict(tally)
+
+
+def bytes_moved_delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> int:
+    """Bytes copied between two statuses of one resource.
+
+    ``progress.bytesMoved`` counts up within one run; a new run (changed spec, a revert) starts again from zero, so a
+    drop means everything in ``after`` is new.
+    """
+    old = int(((before.get("progress") or {}).get("bytesMoved")) or 0)
+    new = int(((after.get("progress") or {}).get("bytesMoved")) or 0)
+    return new - old if new >= old else new
+
+
+def classify(exc: BaseException) -> tuple[str, str] | None:
+    """``("kafka", reason)`` or ``("kubernetes", code)`` for an error kpo should count, looking through causes
+    (a handler re-raises Kafka refusals as Kopf's TemporaryError)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KafkaUnavailable):
+            return ("kafka", "KafkaUnavailable")
+        if isinstance(seen, KafkaRequestRefused):
+            return ("kafka", seen.refusal.code or "KafkaRefused")
+        if isinstance(seen, ApiException):
+            return ("kubernetes", str(seen.status or "unknown"))
+        seen = seen.__cause__
+    return None
+
+
+def count_error(kind: str, cluster: str, exc: BaseException) -> None:
+    """Count ``exc`` as a Kafka or Kubernetes API error if it is one (for code paths outside :func:`reconcile`)."""
+    found = classify(exc)
+    if found is None:
+        return
+    source, label = found
+    if source == "kafka":
+        KAFKA_ERRORS.labels(kind, cluster, label).inc()
+    else:
+        KUBERNETES_ERRORS.labels(kind, label).inc()
+
+
+def count_kafka_error(kind: str, cluster: str, reason: str) -> None:
+    KAFKA_ERRORS.labels(kind, cluster, reason).inc()
+
+
+def set_throttled_brokers(uid: str, brokers: Iterable[int]) -> None:
+    """For the throttle code: the brokers on which this resource's throttle is set now (empty once removed)."""
+    snapshot = STATES.get(uid)
+    if snapshot is not None:
+        STATES.put(uid, Snapshot(**{**snapshot.__dict__, "throttled_brokers": frozenset(brokers)}))
+
+
+def forget(uid: str) -> None:
+    """The resource is gone (deletion handler): drop it from the gauges at once instead of when it goes stale."""
+    STATES.forget(uid)
+
+
+class Scope:
+    """One tick of one resource, as :func:`reconcile` sees it."""
+
+    def __init__(self, kind: str, uid: str, cluster: str, status: Mapping[str, Any],
+                 patch: Mapping[str, Any]) -> None:
+        self.kind, self.uid, self.cluster = kind, uid, cluster
+        self.before = status
+        self.patch = patch
+        self.originals: Mapping[TopicPartition, Replicas] = {}
+
+    def settle(self, originals: Mapping[TopicPartition, Replicas] = {},
+               events: Iterable[Any] = ()) -> None:
+        """What only the handler knows: the original replicas (for per-broker counts) and the Events of the tick
+        (Kafka refusals reported in status rather than raised)."""
+        self.originals = originals
+        for event in events:
+            reason = str(getattr(event, "reason", ""))
+            if reason in KAFKA_EVENT_REASONS:
+                KAFKA_ERRORS.labels(self.kind, self.cluster, reason).inc()
+
+    def after(self) -> Mapping[str, Any]:
+        """The status as it will be once the tick's patch is applied (a tick writes whole top-level fields)."""
+        written = self.patch.get("status") or {}
+        return {**self.before, **written}
+
+    def record(self) -> None:
+        after = self.after()
+        phase = str(after.get("phase") or "Pending")
+        if phase != (self.before.get("phase") or "") and (self.patch.get("status") or {}).get("phase"):
+            TRANSITIONS.labels(self.kind, phase).inc()
+        moved = bytes_moved_delta(self.before, after)
+        if moved > 0:
+            BYTES_MOVED.labels(self.kind, self.cluster).inc(moved)
+        in_flight = list(after.get("inFlight") or [])
+        previous = STATES.get(self.uid)
+        STATES.put(self.uid, Snapshot(
+            kind=self.kind, cluster=self.cluster, phase=phase, moves_in_flight=len(in_flight),
+            broker_moves=broker_moves(in_flight, self.originals),
+            throttled_brokers=previous.throttled_brokers if previous is not None else frozenset()))
+
+
+@contextlib.contextmanager
+def reconcile(kind: str, uid: str, *, status: Mapping[str, Any], patch: Mapping[str, Any],
+              cluster: str) -> Iterator[Scope]:
+    """Time one tick, count the Kafka or Kubernetes error that escapes it, and record the resource's state."""
+    scope = Scope(kind, uid, cluster, status, patch)
+    started = time.perf_counter()
+    try:
+        yield scope
+    except Exception as exc:
+        count_error(kind, cluster, exc)
+        raise
+    finally:
+        RECONCILE_SECONDS.labels(kind).observe(time.perf_counter() - started)
+        try:
+            scope.record()
+        except Exception:  # metrics must never break a reconcile
+            log.exception("could not record metrics for %s %s", kind, uid)
+
+
+__all__ = [
+    "REGISTRY",
+    "STATES",
+    "ResourceStates",
+    "Scope",
+    "Snapshot",
+    "broker_moves",
+    "brokers_touched",
+    "bytes_moved_delta",
+    "classify",
+    "count_error",
+    "count_kafka_error",
+    "forget",
+    "reconcile",
+    "serve",
+    "set_throttled_brokers",
+]

@@ -1,0 +1,178 @@
+"""kpo's metrics: what one reconcile records, and how the per-resource gauges add up at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import generate_latest
+
+from kpo import metrics
+from kpo.domain.model import KafkaRefusal, TopicPartition
+from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+
+KIND = "PartitionReassignment"
+
+
+@pytest.fixture(autouse=True)
+def fresh_states() -> Iterator[None]:
+    metrics.STATES.clear()
+    yield
+    metrics.STATES.clear()
+
+
+def sample(name: str, **labels: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(name, labels)
+
+
+def tick(uid: str, before: dict[str, Any], written: dict[str, Any], cluster: str = "default",
+         originals: dict[TopicPartition, tuple[int, ...]] | None = None) -> None:
+    patch: dict[str, Any] = {}
+    with metrics.reconcile(KIND, uid, status=before, patch=patch, cluster=cluster) as scope:
+        patch["status"] = written
+        scope.settle(originals or {})
+
+
+def in_flight(*entries: tuple[str, int, list[int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p, "replicas": r} for t, p, r in entries]
+
+
+def test_brokers_touched_are_those_gaining_or_dropping_a_replica() -> None:
+    assert metrics.brokers_touched((2, 3, 4), (1, 2, 3)) == {1, 4}
+    assert metrics.brokers_touched((3, 2, 1), (1, 2, 3)) == frozenset()  # a leader-order change moves no data
+    assert metrics.brokers_touched((2, 3), None) == {2, 3}
+
+
+def test_moves_in_flight_add_up_across_resources_and_per_broker() -> None:
+    originals = {TopicPartition("t", 0): (1, 2), TopicPartition("t", 1): (2, 3)}
+    tick("a", {"phase": "Pending"}, {"phase": "Executing", "inFlight": in_flight(("t", 0, [2, 3]), ("t", 1, [3, 1]))},
+         originals=originals)
+    tick("b", {}, {"phase": "Executing", "inFlight": in_flight(("u", 0, [1, 3]))},
+         originals={TopicPartition("u", 0): (1, 2)})
+    assert sample("kpo_moves_in_flight", cluster="default") == 3
+    # t-0: 1 -> 3; t-1: 2 -> 1; u-0: 2 -> 3.
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="1") == 2
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="2") == 2
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="3") == 2
+    assert sample("kpo_resources", kind=KIND, phase="Executing") == 2
+
+    tick("a", {"phase": "Executing"}, {"phase": "Succeeded", "inFlight": []})
+    assert sample("kpo_moves_in_flight", cluster="default") == 1
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="1") is None
+    assert sample("kpo_resources", kind=KIND, phase="Succeeded") == 1
+    assert sample("kpo_resources", kind=KIND, phase="Executing") == 1
+
+
+def test_a_tick_that_writes_nothing_keeps_the_resource_in_its_phase() -> None:
+    tick("a", {"phase": "Succeeded", "inFlight": []}, {})
+    assert sample("kpo_resources", kind=KIND, phase="Succeeded") == 1
+
+
+def test_forgotten_and_stale_resources_leave_the_gauges() -> None:
+    clock = [100.0]
+    states = metrics.ResourceStates(clock=lambda: clock[0], stale_after=30)
+    states.put("a", metrics.Snapshot(KIND, "default", "Executing", moves_in_flight=2))
+    states.put("b", metrics.Snapshot(KIND, "default", "Executing", moves_in_flight=1))
+    states.forget("b")
+    assert [s.moves_in_flight for s in states.current()] == [2]
+    clock[0] += 31
+    assert states.current() == []
+
+
+def test_known_clusters_report_zero_when_nothing_moves() -> None:
+    metrics.STATES.known_clusters(["default", "east"])
+    assert sample("kpo_moves_in_flight", cluster="east") == 0
+    assert sample("kpo_throttles_active", cluster="east") == 0
+
+
+def test_throttled_brokers_count_once_per_cluster() -> None:
+    tick("a", {}, {"phase": "Executing", "inFlight": []})
+    tick("b", {}, {"phase": "Executing", "inFlight": []})
+    metrics.set_throttled_brokers("a", [1, 2])
+    metrics.set_throttled_brokers("b", [2, 3])
+    assert sample("kpo_throttles_active", cluster="default") == 3
+    tick("a", {"phase": "Executing"}, {"phase": "Executing"})  # a later tick keeps what the throttle code set
+    assert sample("kpo_throttles_active", cluster="default") == 3
+    metrics.set_throttled_brokers("a", [])
+    metrics.set_throttled_brokers("b", [])
+    assert sample("kpo_throttles_active", cluster="default") == 0
+
+
+@pytest.mark.parametrize(("before", "after", "moved"), [
+    (0, 500, 500),
+    (500, 800, 300),
+    (800, 800, 0),
+    (800, 100, 100),  # a new run (changed spec, revert) counts again from zero
+])
+def test_bytes_moved_count_what_each_tick_added(before: int, after: int, moved: int) -> None:
+    assert metrics.bytes_moved_delta({"progress": {"bytesMoved": before}}, {"progress": {"bytesMoved": after}}) == moved
+
+
+def test_bytes_moved_counter_grows_by_the_status_delta() -> None:
+    start = sample("kpo_bytes_moved_total", kind=KIND, cluster="bytes") or 0.0
+    tick("a", {"progress": {"bytesMoved": 0}}, {"phase": "Executing", "progress": {"bytesMoved": 1000}}, "bytes")
+    tick("a", {"progress": {"bytesMoved": 1000}}, {"phase": "Executing", "progress": {"bytesMoved": 1500}}, "bytes")
+    assert sample("kpo_bytes_moved_total", kind=KIND, cluster="bytes") == start + 1500
+
+
+def test_phase_transitions_are_counted_once_per_entry() -> None:
+    start = sample("kpo_phase_transitions_total", kind=KIND, phase="Failed") or 0.0
+    tick("a", {"phase": "Executing"}, {"phase": "Failed"})
+    tick("a", {"phase": "Failed"}, {"phase": "Failed"})
+    tick("a", {"phase": "Failed"}, {})
+    assert sample("kpo_phase_transitions_total", kind=KIND, phase="Failed") == start + 1
+
+
+@pytest.mark.parametrize(("error", "family", "labels"), [
+    (KafkaUnavailable("down"), "kpo_kafka_errors_total",
+     {"kind": KIND, "cluster": "err", "reason": "KafkaUnavailable"}),
+    (KafkaRequestRefused(KafkaRefusal("CLUSTER_AUTHORIZATION_FAILED")), "kpo_kafka_errors_total",
+     {"kind": KIND, "cluster": "err", "reason": "CLUSTER_AUTHORIZATION_FAILED"}),
+    (ApiException(status=403), "kpo_kubernetes_api_errors_total", {"kind": KIND, "code": "403"}),
+])
+def test_errors_escaping_a_tick_are_counted_and_re_raised(error: Exception, family: str,
+                                                          labels: dict[str, str]) -> None:
+    start = sample(family, **labels) or 0.0
+    latency_count = sample("kpo_reconcile_duration_seconds_count", kind=KIND) or 0.0
+    with pytest.raises(type(error)), metrics.reconcile(KIND, "a", status={}, patch={}, cluster="err"):
+        raise error
+    assert sample(family, **labels) == start + 1
+    assert sample("kpo_reconcile_duration_seconds_count", kind=KIND) == latency_count + 1
+
+
+def test_errors_are_found_through_the_cause_chain() -> None:
+    class RetryLaterError(Exception):
+        pass
+
+    try:
+        try:
+            raise KafkaUnavailable("down")
+        except KafkaUnavailable as exc:
+            raise RetryLaterError("later") from exc
+    except RetryLaterError as wrapped:
+        assert metrics.classify(wrapped) == ("kafka", "KafkaUnavailable")
+    assert metrics.classify(ValueError("not ours")) is None
+
+
+def test_kafka_refusals_reported_as_events_are_counted() -> None:
+    class Event:
+        def __init__(self, reason: str) -> None:
+            self.reason = reason
+
+    labels = {"kind": KIND, "cluster": "ev", "reason": "KafkaRefused"}
+    start = sample("kpo_kafka_errors_total", **labels) or 0.0
+    with metrics.reconcile(KIND, "a", status={}, patch={}, cluster="ev") as scope:
+        scope.settle({}, [Event("KafkaRefused"), Event("Started")])
+    assert sample("kpo_kafka_errors_total", **labels) == start + 1
+
+
+def test_exposition_names_every_family() -> None:
+    metrics.STATES.known_clusters(["default"])
+    tick("a", {}, {"phase": "Executing", "inFlight": in_flight(("t", 0, [1]))})
+    text = generate_latest(metrics.REGISTRY).decode()
+    for family in ("kpo_reconcile_duration_seconds", "kpo_bytes_moved_total", "kpo_kafka_errors_total",
+                   "kpo_kubernetes_api_errors_total", "kpo_resources", "kpo_moves_in_flight",
+                   "kpo_broker_moves_in_flight", "kpo_throttles_active", "kpo_phase_transitions_total"):
+        assert f"# TYPE {family.removesuffix('_total')}" in text, family
