@@ -102,7 +102,7 @@ class ConditionType(StrEnum):
 
 
 class Condition(StatusModel):
-    """One aspect of the resource's state, in the ``metav1.Condition`` shape."""
+    """One aspect of the resource's state, in the metav1.Condition shape."""
 
     type: StrictStr = Field(
         pattern=CONDITION_TYPE_PATTERN,
