@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
 from e2e.conftest import QUIET
-from e2e.kafka_support import set_throttle
+from e2e.kafka_support import set_throttle, wait_for
 from kpo.domain.model import OngoingReassignment, TopicPartition
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
 
@@ -56,8 +60,73 @@ def ongoing(bootstrap_servers: str, topic: str) -> dict[int, OngoingReassignment
             for tp, v in raw.items() if tp.topic == topic}
 
 
+class KeyedProducer:
+    """An idempotent acks=all producer writing numbered keyed messages on a thread until stopped."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "logger": QUIET})
+        self.delivered: list[str] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.delivered.append(msg.value().decode())
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            self.producer.produce(self.topic, key=str(i).encode(), value=str(i).encode(),
+                                  on_delivery=self._on_delivery)
+            self.producer.poll(0)
+            i += 1
+            time.sleep(0.002)
+        self.producer.flush(60)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[str]:
+        """Stop, flush, and return the values Kafka acknowledged; fails on any delivery error."""
+        self._stop.set()
+        self._thread.join(90)
+        assert not self._thread.is_alive(), "the producer did not flush in time"
+        assert not self.errors, self.errors[:5]
+        return self.delivered
+
+
+def read_log(bootstrap_servers: str, topic: str, partitions: int) -> list[str]:
+    """Every value in the topic, each partition read from its first offset to its high watermark.
+
+    No consumer group, so no rebalance can replay anything: a value seen twice here is in Kafka's log twice.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False, "logger": QUIET})
+    ends = {p: consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values: list[str] = []
+    position = dict.fromkeys(range(partitions), 0)
+
+    def drained() -> bool:
+        for msg in consumer.consume(num_messages=1000, timeout=1.0):
+            assert msg.error() is None, msg.error()
+            values.append(msg.value().decode())
+            position[msg.partition()] = msg.offset() + 1
+        return all(position[p] >= ends[p] for p in range(partitions))
+
+    wait_for(drained, 90, f"every partition of {topic} to be read to its high watermark")
+    consumer.close()
+    assert len(values) == sum(ends.values())
+    return values
+
+
 def spec_partitions(topic: str, targets: dict[int, list[int]]) -> list[dict[str, object]]:
     return [{"topic": topic, "partition": p, "replicas": r} for p, r in sorted(targets.items())]
 
 
-__all__ = ["TopicPartition", "fill", "kafka", "ongoing", "spec_partitions", "throttled"]
+__all__ = ["KeyedProducer", "TopicPartition", "fill", "kafka", "ongoing", "read_log", "spec_partitions", "throttled"]

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -25,11 +23,10 @@ from confluent_kafka.admin import (
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from e2e.conftest import QUIET
 from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
-from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
+from e2e.reassignment_support import KeyedProducer, fill, ongoing, read_log, spec_partitions, throttled
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import LIMITED_USER
 
@@ -49,30 +46,8 @@ def test_happy_path_12_partitions_while_producing(testbed: Testbed, kafka_admin:
     target = {p: [brokers[(p + 1) % 3], brokers[(p + 2) % 3]] for p in range(12)}
     create_topic(kafka_admin, topic_name, 12, assignment=[original[p] for p in range(12)])
 
-    delivered: list[str] = []
-    errors: list[str] = []
-    stop = threading.Event()
-
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
-                             "linger.ms": 5, "logger": QUIET})
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-            else:
-                delivered.append(msg.value().decode())
-
-        i = 0
-        while not stop.is_set():
-            producer.produce(topic_name, key=str(i).encode(), value=str(i).encode(), on_delivery=on_delivery)
-            producer.poll(0)
-            i += 1
-            time.sleep(0.002)
-        assert producer.flush(60) == 0
-
-    writer = threading.Thread(target=produce, daemon=True)
-    writer.start()
+    producer = KeyedProducer(bootstrap_servers, topic_name)
+    producer.start()
     time.sleep(2)
     resources.create(KPR, "happy", {"partitions": spec_partitions(topic_name, target)})
     waited = subprocess.run(["kubectl", "wait", "--for=condition=Ready", "kpr/happy", "-n", resources.namespace,
@@ -86,25 +61,11 @@ def test_happy_path_12_partitions_while_producing(testbed: Testbed, kafka_admin:
     assert {p: list(r) for p, r in replicas_of(kafka_admin, topic_name).items()} == target
     assert ongoing(bootstrap_servers, topic_name) == {}
     time.sleep(2)
-    stop.set()
-    writer.join(60)
-    assert not errors, errors[:5]
+    delivered = producer.stop()
     assert len(delivered) > 500
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": topic_name,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "logger": QUIET})
-    consumer.subscribe([topic_name])
-    consumed: list[str] = []
-
-    def drain() -> bool:
-        for msg in consumer.consume(num_messages=1000, timeout=1.0):
-            assert msg.error() is None, msg.error()
-            consumed.append(msg.value().decode())
-        return len(consumed) >= len(delivered)
-
-    wait_for(drain, 90, "every delivered message to be consumed")
-    consumer.close()
-    assert len(consumed) == len(set(consumed)), "duplicates"
+    consumed = read_log(bootstrap_servers, topic_name, 12)
+    assert len(consumed) == len(set(consumed)), "duplicates in the log"
     assert sorted(consumed, key=int) == sorted(delivered, key=int), "lost or extra messages"
     assert _reasons(resources, "happy")[-1] == "Succeeded"
 

@@ -14,7 +14,7 @@ from kpo.resources.partition_reassignment.lifecycle import (
 )
 
 T = "orders"
-P0, P1, P2 = TopicPartition(T, 0), TopicPartition(T, 1), TopicPartition(T, 2)
+P0, P1, P2, P3 = (TopicPartition(T, i) for i in range(4))
 
 
 def view(replicas: dict[TopicPartition, tuple[int, ...]], ongoing: dict[TopicPartition, OngoingReassignment]
@@ -116,7 +116,7 @@ def test_pending_to_executing_saves_originals_and_submits() -> None:
 
 def test_pending_to_executing_submits_only_what_the_scheduler_admits() -> None:
     d = decide(intent({P0: (2, 3), P1: (3, 4)}), Memory(), Observation(view({P0: (1, 2), P1: (1, 2)})),
-               admit=lambda pending, _in_flight: list(pending)[:1])
+               admit=lambda candidates: [c.partition for c in candidates][:1])
     assert d.submit == {P0: (2, 3)}
     assert d.save_originals == {P0: (1, 2)}, "originals are saved for what is sent, before it is sent"
 
@@ -143,13 +143,17 @@ def test_executing_adopts_a_move_to_its_own_target_after_a_lost_status_write() -
 
 
 def test_executing_spec_change_retargets_cancels_dropped_and_leaves_unchanged() -> None:
-    v = view({P0: (1, 2), P1: (1, 2), P2: (1, 2)},
-             ongoing={P0: moving((1, 2), (2, 3)), P1: moving((1, 2), (3, 4)), P2: moving((1, 2), (1, 4))})
-    memory = executing({P0: (2, 3), P1: (3, 4), P2: (1, 4)})
-    d = decide(intent({P0: (2, 4), P2: (1, 4)}, generation=2), memory, Observation(v))
+    v = view({P0: (1, 2), P1: (1, 2), P2: (1, 2), P3: (1, 2)},
+             ongoing={P0: moving((1, 2), (3, 4)), P1: moving((1, 2), (3, 4)), P2: moving((1, 2), (1, 4)),
+                      P3: moving((1, 2), (2, 3))})
+    memory = executing({P0: (3, 4), P1: (3, 4), P2: (1, 4), P3: (2, 3)})
+    d = decide(intent({P0: (4, 3), P2: (1, 4), P3: (2, 4)}, generation=2), memory, Observation(v))
     assert d.phase is Phase.EXECUTING
-    assert d.submit == {P0: (2, 4)}
-    assert d.cancel == (P1,)
+    # P0 keeps what it copied (3 and 4 stay in the target): re-targeted in place.
+    assert d.submit == {P0: (4, 3)}
+    # P1 was dropped; P3's move adds 3, which the new target [2, 4] does not want: cancelled first, so 3 does not
+    # linger, and submitted again from its original replicas on the next tick.
+    assert d.cancel == (P1, P3)
 
 
 def test_executing_to_succeeded_when_every_partition_is_at_target() -> None:
@@ -246,3 +250,32 @@ def test_terminal_phases_go_back_to_pending_on_a_spec_change() -> None:
                    Observation(view({P0: (1, 2)})))
         assert d.phase is Phase.EXECUTING, phase
         assert d.submit == {P0: (2, 3)}
+
+
+# ---------------------------------------------------------------------------------------------------- Incremental
+
+
+def test_incremental_submits_the_first_step_only() -> None:
+    inc = Intent(generation=1, targets={P0: Target((3, 4, 5))}, incremental=True)
+    d = decide(inc, Memory(), Observation(view({P0: (1, 2, 3)}, brokers=5)))
+    assert d.phase is Phase.EXECUTING
+    assert d.submit == {P0: (1, 2, 3, 4)}
+
+
+def test_incremental_step_in_flight_is_progress_not_a_stale_target() -> None:
+    inc = Intent(generation=1, targets={P0: Target((3, 4, 5))}, incremental=True)
+    v = view({P0: (1, 2, 3)}, ongoing={P0: moving((1, 2, 3), (1, 2, 3, 4))}, brokers=5)
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (1, 2, 3, 4)},
+                    originals={P0: (1, 2, 3)})
+    d = decide(inc, memory, Observation(v))
+    assert d.phase is Phase.EXECUTING and not d.submit and not d.cancel
+
+
+def test_incremental_waits_for_the_previous_step_to_be_in_sync() -> None:
+    inc = Intent(generation=1, targets={P0: Target((3, 4, 5))}, incremental=True)
+    v = view({P0: (1, 2, 3, 4)}, isr={P0: (1, 2, 3)}, brokers=5)
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, originals={P0: (1, 2, 3)})
+    assert not decide(inc, memory, Observation(v)).submit
+    in_sync = view({P0: (1, 2, 3, 4)}, brokers=5)
+    # KAFKA-6794 drops the excess followers first, the leader (1) last.
+    assert decide(inc, memory, Observation(in_sync)).submit == {P0: (1, 3, 4)}

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from kubernetes import client
 
 from kpo.config import KafkaConnection, OperatorConfig, SecretKeyRef
+from kpo.domain.scheduling import Limits, SchedulerConfig
 from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
+from kpo.scheduler import ClusterScheduler
 
 
 def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnection, namespace: str
@@ -48,6 +50,7 @@ class OperatorContext:
     config: OperatorConfig
     api: client.ApiClient
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
+    _schedulers: dict[str, ClusterScheduler] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -73,6 +76,19 @@ class OperatorContext:
                 admin = KafkaAdminAdapter(settings)
                 self._admins[name] = admin
             return admin
+
+    def scheduler(self, cluster: str) -> ClusterScheduler:
+        """The one move scheduler of a Kafka cluster, shared by all its PartitionReassignments."""
+        with self._lock:
+            found = self._schedulers.get(cluster)
+            if found is None:
+                defaults = self.config.execution
+                found = ClusterScheduler(
+                    SchedulerConfig(defaults=Limits(max_moves=None, max_moves_per_broker=defaults.max_moves_per_broker),
+                                    max_moves=defaults.max_moves),
+                    stale_after_seconds=max(30.0, 10 * self.config.poll_interval_seconds))
+                self._schedulers[cluster] = found
+            return found
 
     def forget_kafka(self, cluster_ref: str | None) -> None:
         with self._lock:

@@ -8,9 +8,10 @@ waits for — kpo never silently overrides another resource's move.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kpo.domain.model import TopicPartition
+from kpo.domain.throttle import ThrottleJournal
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Claim:
     partitions: frozenset[TopicPartition]
     in_flight: frozenset[TopicPartition]
     live: bool  # in a phase that claims its partitions (not terminal)
+    throttle: ThrottleJournal = field(default_factory=ThrottleJournal)
 
     def precedes(self, other: Claim) -> bool:
         return (self.created, self.key) < (other.created, other.key)

@@ -54,6 +54,11 @@ class OngoingReassignment:
     def target(self) -> Replicas:
         return tuple(r for r in self.replicas if r not in self.removing)
 
+    @property
+    def original(self) -> Replicas:
+        """The replicas the partition had when this move started (KIP-455 cancellation returns to them)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
 
 @dataclass(frozen=True)
 class KafkaRefusal:

@@ -80,6 +80,18 @@ def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.part
     return problems
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """A move that could start now: what the cluster-wide scheduler needs to know about it."""
+
+    partition: TopicPartition
+    current: Replicas
+    target: Replicas  # what would be submitted: the final target, or the next incremental step
+    size_bytes: int
+    leader: int | None
+    position: int  # index in the spec, for AsGiven
+
+
 class PartitionStatus(Enum):
     COMPLETED = "Completed"
     IN_FLIGHT = "InFlight"  # moving towards this CR's current target, started by kpo for this CR
@@ -101,8 +113,13 @@ class Classification:
         return [tp for tp, s in self.status.items() if s is kind]
 
 
-def classify(targets: Targets, owned: Mapping[TopicPartition, Replicas], view: ClusterView) -> Classification:
-    """Place each targeted partition in one state, given what kpo started (``owned``) and what Kafka reports."""
+def classify(targets: Targets, owned: Mapping[TopicPartition, Replicas], view: ClusterView, *,
+             incremental: bool = False) -> Classification:
+    """Place each targeted partition in one state, given what kpo started (``owned``) and what Kafka reports.
+
+    With ``incremental`` moves, kpo's own move towards an intermediate step of the way to the target (KAFKA-6794)
+    is progress, not a stale target.
+    """
     status: dict[TopicPartition, PartitionStatus] = {}
     still_owned: dict[TopicPartition, Replicas] = {}
     for tp, target in targets.items():
@@ -112,7 +129,9 @@ def classify(targets: Targets, owned: Mapping[TopicPartition, Replicas], view: C
                 status[tp] = PartitionStatus.IN_FLIGHT
                 still_owned[tp] = target.replicas
             elif tp in owned and owned[tp] == ongoing.target:
-                status[tp] = PartitionStatus.RETARGET
+                # A step is still on the way if every replica it adds belongs to the (possibly changed) target.
+                on_the_way = incremental and set(ongoing.adding) <= set(target.replicas)
+                status[tp] = PartitionStatus.IN_FLIGHT if on_the_way else PartitionStatus.RETARGET
                 still_owned[tp] = ongoing.target
             else:
                 status[tp] = PartitionStatus.EXTERNAL

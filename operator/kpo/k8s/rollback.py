@@ -17,8 +17,10 @@ from kubernetes.client.exceptions import ApiException
 
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.reassignment import parse_reassignment_document, rollback_document
+from kpo.domain.throttle import ThrottleJournal
 
 DATA_KEY = "rollback.json"
+THROTTLE_KEY = "throttles.json"
 
 
 def rollback_name(cr_name: str) -> str:
@@ -45,6 +47,36 @@ class RollbackStore:
         raw = (cm.data or {}).get(DATA_KEY)
         return parse_reassignment_document(json.loads(raw)) if raw else {}
 
+    def load_throttle(self, namespace: str, cr_name: str) -> ThrottleJournal:
+        try:
+            cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return ThrottleJournal()
+            raise
+        raw = (cm.data or {}).get(THROTTLE_KEY)
+        return ThrottleJournal.from_json(json.loads(raw)) if raw else ThrottleJournal()
+
+    def save_throttle(self, body: Mapping[str, Any], journal: ThrottleJournal) -> str:
+        """Write the throttle journal; done *before* the configs it names are applied, so none can leak."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], rollback_name(meta["name"])
+        data = {THROTTLE_KEY: json.dumps(journal.to_json())}
+        try:
+            self.core.patch_namespaced_config_map(name, namespace, {"data": data})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.core.create_namespaced_config_map(namespace, self._new(body, data))
+        return name
+
+    def _new(self, body: Mapping[str, Any], data: dict[str, str]) -> client.V1ConfigMap:
+        meta = body["metadata"]
+        return client.V1ConfigMap(metadata=client.V1ObjectMeta(
+            name=rollback_name(meta["name"]), namespace=meta["namespace"], owner_references=[owner_reference(body)],
+            labels={"app.kubernetes.io/managed-by": "kpo", "kpo.dev/partitionreassignment": meta["name"]}),
+            data=data)
+
     def add(self, body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]) -> str:
         """Record ``originals`` for partitions not recorded yet; existing entries are never replaced."""
         meta = body["metadata"]
@@ -53,12 +85,8 @@ class RollbackStore:
         merged = {**originals, **existing}
         data = {DATA_KEY: json.dumps(rollback_document(merged))}
         if not existing:
-            cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(
-                name=name, namespace=namespace, owner_references=[owner_reference(body)],
-                labels={"app.kubernetes.io/managed-by": "kpo", "kpo.dev/partitionreassignment": meta["name"]}),
-                data=data)
             try:
-                self.core.create_namespaced_config_map(namespace, cm)
+                self.core.create_namespaced_config_map(namespace, self._new(body, data))
                 return name
             except ApiException as exc:
                 if exc.status != 409:

@@ -17,6 +17,7 @@ from kpo.domain.model import (
     Replicas,
     TopicPartition,
 )
+from kpo.domain.throttle import ConfigChange
 
 
 class KafkaUnavailable(Exception):  # noqa: N818 - reads as "Kafka unavailable", which it is
@@ -57,7 +58,32 @@ class KafkaAdmin(Protocol):
 
     def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]: ...
 
+    def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
+        """Dynamic broker configs (DescribeConfigs); keys that are not set are left out."""
+        ...
+
+    def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
+        """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT, so configs kpo does not name stay as they are."""
+        ...
+
     def elect_leaders(self, partitions: Sequence[TopicPartition] | None, unclean: bool = False
-                      ) -> dict[TopicPartition, KafkaRefusal | None]: ...
+                      ) -> dict[TopicPartition, KafkaRefusal | None]:
+        """ElectLeaders (KIP-183 / KIP-460). With ``partitions=None`` Kafka tries every partition and answers only for
+        those it did not find already led by the chosen replica (no ELECTION_NOT_NEEDED entries)."""
+        ...
+
+    def create_partitions(self, topic: str, total: int, assignment: Sequence[Replicas] | None = None
+                          ) -> KafkaRefusal | None:
+        """CreatePartitions: grow ``topic`` to ``total`` partitions, the new ones on ``assignment`` (one replica list
+        per new partition, preferred leader first) or, without one, where the controller puts them. Kafka's refusal,
+        or None when it accepted."""
+        ...
+
+    def sample_key_partitions(self, topic: str, limit: int, partition_counts: Sequence[int]
+                              ) -> dict[tuple[int, ...], int]:
+        """Read up to ``limit`` keyed records from the newest end of each partition of ``topic`` and count them by
+        the partitions Kafka's default (murmur2) partitioner gives their key under each of ``partition_counts``.
+        Records without a key are skipped: the default partitioner does not hash them."""
+        ...
 
     def close(self) -> None: ...

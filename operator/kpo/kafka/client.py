@@ -15,15 +15,24 @@ import os
 import re
 import tempfile
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
-from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, TopicCollection, murmur2
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+)
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
@@ -36,6 +45,7 @@ from kpo.domain.model import (
     TopicPartition,
     refusal,
 )
+from kpo.domain.throttle import ConfigChange
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
 
 log = logging.getLogger(__name__)
@@ -225,6 +235,33 @@ class KafkaAdminAdapter:
                     out[topic] = {k: str(v.value) for k, v in entries.items() if k in names}
         return out
 
+    def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
+        out: dict[int, dict[str, str]] = {}
+        with self._lock:
+            # librdkafka sends a BROKER resource to that broker, so it takes one per request.
+            for broker in sorted(set(brokers)):
+                futures = self._admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(broker))],
+                                                       request_timeout=self.settings.timeout_seconds)
+                for future in futures.values():
+                    entries = self._result(future)
+                    out[broker] = {k: str(v.value) for k, v in entries.items()
+                                   if k in names and v.value is not None and not v.is_default
+                                   and v.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value}
+        return out
+
+    def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
+        grouped: dict[tuple[str, str], list[ConfigEntry]] = {}
+        for change in changes:
+            grouped.setdefault((change.resource, change.name), []).append(ConfigEntry(
+                change.key, change.value, incremental_operation=getattr(AlterConfigOpType, change.op)))
+        with self._lock:
+            for (resource, name), entries in grouped.items():
+                kind = ConfigResource.Type.BROKER if resource == "broker" else ConfigResource.Type.TOPIC
+                futures = self._admin.incremental_alter_configs([ConfigResource(kind, name,
+                                                                                incremental_configs=entries)])
+                for future in futures.values():
+                    self._result(future)
+
     # ------------------------------------------------------------------------------- reassignments
 
     def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
@@ -288,6 +325,73 @@ class KafkaAdminAdapter:
             kind, asked, request_timeout=self.settings.timeout_seconds)))
         return {TopicPartition(tp.topic, tp.partition): (None if err is None else _ck_refusal(err))
                 for tp, err in result.items()}
+
+    # ---------------------------------------------------------------------------------- partitions
+
+    def create_partitions(self, topic: str, total: int, assignment: Sequence[Replicas] | None = None
+                          ) -> KafkaRefusal | None:
+        replicas = [list(r) for r in assignment] if assignment else None
+        growth = NewPartitions(topic, total, replica_assignment=replicas) if replicas else NewPartitions(topic, total)
+        with self._lock:
+            futures = self._admin.create_partitions([growth], request_timeout=self.settings.timeout_seconds,
+                                                    operation_timeout=self.settings.timeout_seconds)
+            try:
+                self._result(futures[topic])
+            except KafkaRequestRefused as exc:
+                return exc.refusal
+        return None
+
+    def sample_key_partitions(self, topic: str, limit: int, partition_counts: Sequence[int]
+                              ) -> dict[tuple[int, ...], int]:
+        # No subscription, so no consumer group is joined and no offset is committed: the sampler only reads.
+        consumer = Consumer({**self.settings.confluent(), "group.id": "kpo-key-sampler", "enable.auto.commit": False,
+                             "enable.partition.eof": True}, logger=logging.getLogger("kpo.librdkafka"))
+        counts: Counter[tuple[int, ...]] = Counter()
+        try:
+            ends = self._sample_ranges(consumer, topic, limit)
+            consumer.assign([CkTopicPartition(topic, p, start) for p, (start, _) in ends.items()])
+            # A sample is a report, not a guarantee: stop after a bounded time and report what was read.
+            deadline = time.monotonic() + 2 * self.settings.timeout_seconds
+            sampled = 0
+            while ends and sampled < limit and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=1000, timeout=1.0):
+                    error, partition, offset = message.error(), message.partition() or 0, message.offset() or 0
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            ends.pop(partition, None)
+                            continue
+                        found = _ck_refusal(error)
+                        raise KafkaUnavailable(str(found)) if found.retriable else KafkaRequestRefused(found)
+                    if offset + 1 >= ends.get(partition, (0, 0))[1]:
+                        ends.pop(partition, None)
+                    key = message.key()
+                    if key is None or sampled >= limit:
+                        continue
+                    counts[tuple(murmur2(key, n) for n in partition_counts)] += 1
+                    sampled += 1
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        finally:
+            consumer.close()
+        return dict(counts)
+
+    def _sample_ranges(self, consumer: Consumer, topic: str, limit: int) -> dict[int, tuple[int, int]]:
+        """partition -> (first offset to read, high watermark): the newest ``limit / partitions`` records of each."""
+        metadata = consumer.list_topics(topic, timeout=self.settings.timeout_seconds)
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            error = described.error if described is not None else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+            found = _ck_refusal(error)
+            raise KafkaUnavailable(str(found)) if found.retriable else KafkaRequestRefused(found)
+        partitions = sorted(described.partitions)
+        share = -(-limit // max(1, len(partitions)))
+        ranges: dict[int, tuple[int, int]] = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, p),
+                                                       timeout=self.settings.timeout_seconds)
+            if high > low:
+                ranges[p] = (max(low, high - share), high)
+        return ranges
 
     def close(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -20,9 +21,11 @@ from kpo.api import GROUP, VERSION
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.model import TopicPartition
 from kpo.domain.reassignment import Problem
+from kpo.domain.scheduling import Execution, Limits, Order, Owner
+from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.partition_reassignment import reconciler
-from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Phase, admit_all
+from kpo.resources.partition_reassignment import reconciler, throttling
+from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Phase
 from kpo.resources.partition_reassignment.spec import intent_of, memory_of, parse_spec, partition_list, targets_of
 from kpo.runtime import OperatorContext
 
@@ -40,9 +43,28 @@ def _context(memo: Any) -> OperatorContext:
 def _claim(meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]) -> Claim:
     phase = status.get("phase") or Phase.PENDING.value
     targets = {TopicPartition(str(p["topic"]), int(p["partition"])) for p in spec.get("partitions") or []}
+    # A resource that still holds throttles keeps them "live" for the others, whatever its phase.
+    throttle = ThrottleJournal.from_json(status.get("throttle"))
     return Claim(key=f"{meta['namespace']}/{meta['name']}", created=str(meta.get("creationTimestamp", "")),
                  partitions=frozenset(targets), in_flight=frozenset(partition_list(status.get("inFlight"))),
-                 live=phase in {p.value for p in CLAIMING})
+                 live=phase in {p.value for p in CLAIMING} or not throttle.empty, throttle=throttle)
+
+
+def _created(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def _owner(meta: Mapping[str, Any]) -> Owner:
+    return Owner(created=_created(str(meta.get("creationTimestamp", ""))), namespace=meta["namespace"],
+                 name=meta["name"])
+
+
+def _owner_of(claim: Claim) -> Owner:
+    namespace, _, name = claim.key.partition("/")
+    return Owner(created=_created(claim.created), namespace=namespace, name=name)
 
 
 def partitionreassignment_claims(*, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, memo: Any,
@@ -90,17 +112,24 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         cluster = context.cluster_name(parsed.cluster_ref)
         assert partitionreassignment_claims is not None, "Kopf passes every index to every handler"
         others = list(partitionreassignment_claims.get(cluster, []))
+        owner = _owner(meta)
+        execution = Execution(order=Order(parsed.execution.order.value),
+                              limits=Limits(parsed.execution.max_moves, parsed.execution.max_moves_per_broker),
+                              throttle=float(parsed.execution.throttle) if parsed.execution.throttle else None)
+        holders = {tp: _owner_of(c) for c in [*others, me] if c.live for tp in c.in_flight}
+        scheduler = context.scheduler(cluster)
+        ports = reconciler.Ports(
+            kafka=kafka,
+            save_originals=lambda found: context.rollbacks.add(body, found),
+            load_throttle=lambda: context.rollbacks.load_throttle(namespace, name),
+            save_throttle=lambda journal: context.rollbacks.save_throttle(body, journal),
+            claimed_by_others=lambda: claimed_by_others(me, others),
+            others_throttles=lambda: [c.throttle for c in others if c.live and c.key != me.key],
+            schedule=lambda candidates, view: scheduler.admit(owner, execution, candidates, view.ongoing, holders),
+        )
         try:
-            outcome = reconciler.tick(
-                body=body,
-                intent=intent_of(parsed, generation),
-                memory=memory_of(status, originals),
-                kafka=kafka,
-                save_originals=lambda found: context.rollbacks.add(body, found),
-                claimed_by_others=lambda: claimed_by_others(me, others),
-                admit=admit_all,
-                now=now,
-            )
+            outcome = reconciler.tick(body=body, intent=intent_of(parsed, generation),
+                                      memory=memory_of(status, originals), ports=ports, now=now)
         except KafkaRequestRefused as exc:
             logger.warning("Kafka refused a read: %s", exc)
             raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
@@ -112,11 +141,18 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         _apply(body, patch, outcome)
 
 
-def partitionreassignment_delete(*, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, uid: str,
-                                 memo: Any, logger: Logger, **_: Any) -> None:
+def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
+                                 uid: str, memo: Any, logger: Logger,
+                                 partitionreassignment_claims: kopf.Index[str, Claim] | None = None,
+                                 **_: Any) -> None:
     metrics.forget(uid)
     if spec.get("deletionPolicy") == "Orphan":
         logger.info("deletionPolicy Orphan: moves in flight are left running in Kafka")
+        if status.get("throttle"):
+            brokers = (status.get("throttle") or {}).get("brokers") or []
+            kopf.warn(body, reason="ThrottleLeft",
+                      message=f"deletionPolicy Orphan: the moves keep running, so their replication throttles stay "
+                              f"(brokers {brokers}); remove them with kafka-configs.sh once the moves are done")
         return
     context = _context(memo)
     with context.resource_lock(uid):
@@ -139,6 +175,14 @@ def partitionreassignment_delete(*, body: kopf.Body, spec: kopf.Spec, status: ko
                     raise kopf.TemporaryError(f"Kafka refused to cancel {len(refused)} move(s): "
                                               f"{next(iter(refused.values()))}", delay=5)
                 kopf.info(body, reason="Cancelled", message=f"deleted while running: cancelled {len(mine)} move(s)")
+            # The moves have ended: take back this resource's throttles (the journal lives in its ConfigMap,
+            # which garbage collection removes only after this finalizer).
+            journal = context.rollbacks.load_throttle(meta["namespace"], meta["name"])
+            if not journal.empty:
+                claims: list[Claim] = list(partitionreassignment_claims.get(
+                    context.cluster_name(parsed.cluster_ref), [])) if partitionreassignment_claims is not None else []
+                others = [c.throttle for c in claims if c.live and c.key != f"{meta['namespace']}/{meta['name']}"]
+                throttling.remove(kafka, journal, others, lambda j: context.rollbacks.save_throttle(body, j))
         except (KafkaUnavailable, KafkaRequestRefused) as exc:
             context.forget_kafka(parsed.cluster_ref)
             raise kopf.TemporaryError(f"cannot cancel the moves in flight yet: {exc}", delay=5) from exc

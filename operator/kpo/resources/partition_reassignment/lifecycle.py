@@ -52,8 +52,10 @@ from enum import StrEnum
 
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate
-from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.incremental import kip455_submissions
+from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
 from kpo.domain.reassignment import (
+    Candidate,
     Classification,
     PartitionStatus,
     Problem,
@@ -105,6 +107,10 @@ class Intent:
     targets: dict[TopicPartition, Target]
     stop: bool = False
     revert_on_stop: bool = False
+    # KAFKA-6794: one new replica at a time, each step submitted once the previous one is fully in sync.
+    incremental: bool = False
+    throttle: int | None = None
+    elect_leaders_after: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,13 +170,24 @@ class Decision:
                             message=self.message)
 
 
-# Which pending moves may start now, given the moves already in flight: the cluster-wide scheduler's answer.
-Admit = Callable[[Sequence[TopicPartition], Mapping[TopicPartition, Replicas]], Sequence[TopicPartition]]
+# Which candidates may start now: the cluster-wide scheduler's answer (limits, order, fair turns).
+Admit = Callable[[Sequence[Candidate]], Sequence[TopicPartition]]
 
 
-def admit_all(pending: Sequence[TopicPartition], _in_flight: Mapping[TopicPartition, Replicas]
-              ) -> Sequence[TopicPartition]:
-    return pending
+def admit_all(candidates: Sequence[Candidate]) -> Sequence[TopicPartition]:
+    return [c.partition for c in candidates]
+
+
+def next_submission(final: Replicas, state: PartitionState, incremental: bool) -> Replicas | None:
+    """What to submit for a partition that is not moving: the target, or (incremental) the next step of the way —
+    ``None`` while the previous step is not fully in sync yet."""
+    if not incremental:
+        return final
+    if not set(state.replicas) <= set(state.isr):
+        return None
+    leader = state.leader if state.leader in state.replicas else None
+    steps = kip455_submissions(state.replicas, final, leader)
+    return steps[0] if steps else final
 
 
 def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit = admit_all) -> Decision:
@@ -199,7 +216,7 @@ def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit
         if _owned_in_flight(memory, view) or (intent.revert_on_stop and memory.originals):
             return Decision(Phase.STOPPING, "Stopping", "spec.stop is set", cancel=_owned_in_flight(memory, view))
         return Decision(Phase.STOPPED, "Stopped", "spec.stop is set; nothing is moving")
-    classification = classify(intent.targets, memory.owned, view)
+    classification = classify(intent.targets, memory.owned, view, incremental=intent.incremental)
     conflicts = _conflicts(classification, observed, memory)
     if conflicts:
         holders = sorted({c.holder for c in conflicts})
@@ -210,7 +227,8 @@ def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit
     if all(s is PartitionStatus.COMPLETED for s in classification.status.values()) and not classification.dropped:
         return Decision(Phase.SUCCEEDED, "Succeeded", "every partition already has its target replicas",
                         classification=classification)
-    return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification)
+    return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification,
+                    incremental=intent.incremental)
 
 
 def _executing(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
@@ -222,27 +240,52 @@ def _executing(intent: Intent, memory: Memory, observed: Observation, admit: Adm
             return Decision(Phase.INVALID, problems[0].reason,
                             "the changed spec cannot be carried out (moves already running are left to finish): "
                             + "; ".join(str(p) for p in problems), problems=tuple(problems))
-    classification = classify(intent.targets, memory.owned, observed.view)
-    return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification)
+    classification = classify(intent.targets, memory.owned, observed.view, incremental=intent.incremental)
+    return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification,
+                    incremental=intent.incremental)
 
 
 def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observation, *, admit: Admit,
-             classification: Classification, skipped: Mapping[TopicPartition, str] | None = None) -> Decision:
+             classification: Classification, incremental: bool = False,
+             skipped: Mapping[TopicPartition, str] | None = None) -> Decision:
     """One step of carrying out ``targets``: the shared core of Executing and Reverting."""
+    view = observed.view
     conflicts = _conflicts(classification, observed, memory)
     blocked = {c.partition for c in conflicts}
     failed = {tp for tp in memory.failures if tp in targets}
-    retarget = {tp: targets[tp].replicas for tp in classification.of(PartitionStatus.RETARGET)}
+    retarget: dict[TopicPartition, Replicas] = {}
+    cancel = list(classification.dropped)
+    for tp in classification.of(PartitionStatus.RETARGET):
+        ongoing = view.ongoing[tp]
+        if not set(ongoing.adding) <= set(targets[tp].replicas):
+            # The move is copying to a replica the new target does not want. Re-targeting in place would keep it as
+            # a "removing" replica until the new move completes (copying all the while): cancel now (KIP-455: back
+            # to the original replicas, the unwanted one deleted) and start afresh on the next tick (KIP-236).
+            cancel.append(tp)
+            continue
+        steps = kip455_submissions(ongoing.original, targets[tp].replicas) if incremental else []
+        retarget[tp] = steps[0] if steps else targets[tp].replicas
     pending = [tp for tp in classification.of(PartitionStatus.PENDING) if tp not in blocked and tp not in failed]
     in_flight = {tp: r for tp, r in classification.owned.items() if tp not in classification.dropped}
-    admitted = list(admit(pending, in_flight))
-    submit = {**retarget, **{tp: targets[tp].replicas for tp in admitted}}
+    position = {tp: i for i, tp in enumerate(targets)}
+    candidates = []
+    for tp in pending:
+        state = view.partitions.get(tp)
+        if state is None:
+            continue  # the topic went away mid-flight; validation of the next spec change will say so
+        step = next_submission(targets[tp].replicas, state, incremental)
+        if step is not None:
+            candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,
+                                        position[tp]))
+    by_partition = {c.partition: c for c in candidates}
+    admitted = [tp for tp in admit(candidates) if tp in by_partition]
+    submit = {**retarget, **{tp: by_partition[tp].target for tp in admitted}}
     # Original replicas are written down before the first move of a partition is sent, never overwritten afterwards.
     save = {tp: observed.view.partitions[tp].replicas for tp in submit
             if tp not in memory.originals and tp in observed.view.partitions}
     done = all(s is PartitionStatus.COMPLETED for tp, s in classification.status.items() if tp not in failed)
-    running = bool(in_flight or submit or classification.dropped or pending or blocked)
-    base = Decision(phase, "", "", save_originals=save, cancel=classification.dropped, submit=submit,
+    running = bool(in_flight or submit or cancel or pending or blocked)
+    base = Decision(phase, "", "", save_originals=save, cancel=tuple(sorted(cancel)), submit=submit,
                     conflicts=tuple(conflicts), classification=classification, skipped=dict(skipped or {}),
                     targets=targets)
     final = Phase.REVERTED if phase is Phase.REVERTING else Phase.SUCCEEDED
@@ -287,9 +330,9 @@ def _reverting(intent: Intent, memory: Memory, observed: Observation, admit: Adm
             skipped[tp] = f"none of the original replicas {list(original)} is in sync (ISR {list(state.isr)})"
         else:
             targets[tp] = Target(original)
-    classification = classify(targets, memory.owned, view)
+    classification = classify(targets, memory.owned, view, incremental=intent.incremental)
     return _execute(Phase.REVERTING, targets, memory, observed, admit=admit, classification=classification,
-                    skipped=skipped)
+                    incremental=intent.incremental, skipped=skipped)
 
 
 def _terminal(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:

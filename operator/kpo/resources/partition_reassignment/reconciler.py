@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kpo.domain import conditions as cond
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
-from kpo.domain.reassignment import PartitionStatus, Problem, Progress, progress
+from kpo.domain.reassignment import Candidate, PartitionStatus, Problem, Progress, progress
+from kpo.domain.throttle import ThrottleJournal
+from kpo.k8s.rollback import rollback_name as rollback_config_map_name_of
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.resources.partition_reassignment import throttling
 from kpo.resources.partition_reassignment.lifecycle import (
     TERMINAL,
-    Admit,
     Decision,
     Event,
     Intent,
@@ -64,6 +66,10 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
                        min_insync=min_insync, log_dirs=log_dirs, topics=frozenset(names))
 
 
+def rollback_config_map_name(body: Mapping[str, Any]) -> str:
+    return rollback_config_map_name_of(str((body.get("metadata") or {}).get("name")))
+
+
 def _key(body: Mapping[str, Any]) -> str:
     meta = body.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
@@ -73,69 +79,70 @@ def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[
     return [{"topic": tp.topic, "partition": tp.partition, **render(v)} for tp, v in sorted(values.items())]
 
 
-def tick(
-    *,
-    body: Mapping[str, Any],
-    intent: Intent,
-    memory: Memory,
-    kafka: KafkaAdmin,
-    save_originals: Callable[[Mapping[TopicPartition, Replicas]], str],
-    claimed_by_others: Callable[[], dict[TopicPartition, str]],
-    admit: Admit,
-    now: str | None = None,
-) -> TickOutcome | None:
+@dataclass(frozen=True)
+class Ports:
+    """Everything a tick reads and writes besides the CR itself, handed in by the Kopf wiring."""
+
+    kafka: KafkaAdmin
+    save_originals: Callable[[Mapping[TopicPartition, Replicas]], str]
+    load_throttle: Callable[[], ThrottleJournal]
+    save_throttle: Callable[[ThrottleJournal], object]
+    claimed_by_others: Callable[[], dict[TopicPartition, str]]
+    others_throttles: Callable[[], list[ThrottleJournal]]
+    schedule: Callable[[Sequence[Candidate], ClusterView], Sequence[TopicPartition]]
+
+
+def _needs_tick(intent: Intent, memory: Memory, status: Mapping[str, Any]) -> bool:
+    """A terminal resource whose spec has not changed needs no Kafka call, unless it still has moves of its own
+    in flight or throttles to take back."""
+    if memory.phase not in TERMINAL or intent.generation != memory.observed_generation:
+        return True
+    return bool(memory.owned or status.get("throttle"))
+
+
+def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Ports, now: str | None = None
+         ) -> TickOutcome | None:
     """Reconcile once; ``None`` when there is nothing to do (a terminal phase whose spec has not changed)."""
     now = now or now_rfc3339()
     status: Mapping[str, Any] = body.get("status") or {}
-    if memory.phase in TERMINAL and intent.generation == memory.observed_generation:
+    if not _needs_tick(intent, memory, status):
         return None
+    kafka = ports.kafka
     partitions = set(intent.targets) | set(memory.owned) | set(memory.originals)
     validating = memory.phase in TERMINAL or memory.phase is Phase.PENDING or \
         intent.generation != memory.observed_generation
     try:
         view = observe(kafka, partitions, with_configs=validating)
-        decision = decide(intent, memory, Observation(view=view, claimed_by_others=claimed_by_others()), admit)
+        observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
+        decision = decide(intent, memory, observation, lambda candidates: ports.schedule(candidates, view))
     except KafkaUnavailable as exc:
         return _unavailable(status, intent, str(exc), now)
 
-    failures = {} if decision.phase in _FRESH_START and decision.phase is not memory.phase else dict(memory.failures)
-    owned = dict(decision.classification.owned) if decision.classification is not None else dict(memory.owned)
-    events = list(decision.events)
-    rollback_name = status.get("rollbackConfigMap")
-
-    # 1. The original replicas are on record before any move of theirs is sent.
-    if decision.save_originals:
-        rollback_name = save_originals(decision.save_originals)
-    # 2. Cancellations (dropped partitions, stop): KIP-455 puts each partition back on its original replicas.
+    effects = _Effects(
+        owned=dict(decision.classification.owned) if decision.classification is not None else
+        # terminal: only follow the moves of its own that are still running
+        {tp: r for tp, r in memory.owned.items() if tp in view.ongoing and view.ongoing[tp].target == r},
+        failures={} if decision.phase in _FRESH_START and decision.phase is not memory.phase
+        else dict(memory.failures),
+        events=list(decision.events),
+        rollback_name=status.get("rollbackConfigMap"),
+        journal=ThrottleJournal.from_json(status.get("throttle")) if status.get("throttle") else None,
+    )
     try:
-        if decision.cancel:
-            log.info("%s: cancelling %d move(s): %s", _key(body), len(decision.cancel),
-                     ", ".join(map(str, decision.cancel)))
-            answers = kafka.alter_reassignments(dict.fromkeys(decision.cancel))
-            for tp, answer in answers.items():
-                if answer is None or answer.code == "NO_REASSIGNMENT_IN_PROGRESS":
-                    owned.pop(tp, None)
-        # 3. New and re-targeted moves.
-        if decision.submit:
-            log.info("%s: submitting %d move(s): %s", _key(body), len(decision.submit),
-                     ", ".join(f"{tp}->{list(r)}" for tp, r in sorted(decision.submit.items())))
-            try:
-                answers = kafka.alter_reassignments(decision.submit)
-            except KafkaRequestRefused as exc:
-                answers = dict.fromkeys(decision.submit, exc.refusal)
-            for tp, answer in answers.items():
-                if answer is None:
-                    owned[tp] = decision.submit[tp]
-                    failures.pop(tp, None)
-                elif not answer.retriable:
-                    failures[tp] = answer
-                    events.append(Event("Warning", "KafkaRefused", f"{tp}: Kafka refused the move to "
-                                                                   f"{list(decision.submit[tp])}: {answer}"))
+        _act(body, intent=intent, memory=memory, decision=decision, view=view, ports=ports, effects=effects)
     except KafkaUnavailable as exc:
-        events.append(Event("Warning", "KafkaUnavailable", f"will retry: {exc}"))
+        effects.events.append(Event("Warning", "KafkaUnavailable", f"will retry: {exc}"))
+        if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED:
+            return _unavailable(status, intent, str(exc), now)
+    owned, failures, events, rollback_name = effects.owned, effects.failures, effects.events, effects.rollback_name
+    journal, leader_election = effects.journal, effects.leader_election
 
     new_status = _status(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
                          failures=failures, rollback_name=rollback_name, now=now)
+    if journal is not None:
+        new_status["throttle"] = throttling.to_status(journal)
+    if leader_election is not None:
+        new_status["leaderElection"] = leader_election
     previous_conflicts = {(c["topic"], c["partition"], c["holder"]) for c in status.get("conflicts") or []}
     current_conflicts = {(c.partition.topic, c.partition.partition, c.holder) for c in decision.conflicts}
     if current_conflicts - previous_conflicts:
@@ -143,6 +150,91 @@ def tick(
         events.append(Event("Warning", "Conflict", f"{len(current_conflicts)} partition(s) wait for "
                                                    f"{', '.join(holders)}: {decision.message}"))
     return TickOutcome(status=new_status, events=events, decision=decision)
+
+
+@dataclass
+class _Effects:
+    """What acting on a decision changed: kpo's moves, refusals, Events, and the records it keeps."""
+
+    owned: dict[TopicPartition, Replicas]
+    failures: dict[TopicPartition, KafkaRefusal]
+    events: list[Event]
+    rollback_name: str | None
+    journal: ThrottleJournal | None
+    leader_election: dict[str, int] | None = None
+
+
+def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: Decision, view: ClusterView,
+         ports: Ports, effects: _Effects) -> None:
+    """Carry the decision out, in the order that keeps every step safe to interrupt."""
+    kafka = ports.kafka
+    # 1. The original replicas are on record before any move of theirs is sent.
+    if decision.save_originals:
+        effects.rollback_name = ports.save_originals(decision.save_originals)
+    # 2. The throttle is in place (and journaled) before the moves it governs start.
+    if intent.throttle and decision.phase in (Phase.EXECUTING, Phase.REVERTING) and (
+            decision.submit or effects.owned):
+        originals = {**memory.originals, **decision.save_originals}
+        moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
+                 for tp, t in decision.targets.items() if tp in view.partitions}
+        effects.journal = throttling.ensure(kafka, intent.throttle, moves, previous=ports.load_throttle(),
+                                            others=ports.others_throttles(), save=ports.save_throttle)
+        effects.rollback_name = effects.rollback_name or rollback_config_map_name(body)
+    # 3. Cancellations (dropped partitions, stop): KIP-455 puts each partition back on its original replicas.
+    if decision.cancel:
+        log.info("%s: cancelling %d move(s): %s", _key(body), len(decision.cancel),
+                 ", ".join(map(str, decision.cancel)))
+        for tp, answer in kafka.alter_reassignments(dict.fromkeys(decision.cancel)).items():
+            if answer is None or answer.code == "NO_REASSIGNMENT_IN_PROGRESS":
+                effects.owned.pop(tp, None)
+    # 4. New and re-targeted moves.
+    if decision.submit:
+        _submit(body, kafka, decision, effects)
+    # 5. Preferred leaders for the moved partitions, before the resource reports success.
+    if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED and intent.elect_leaders_after:
+        effects.leader_election = _elect(kafka, decision, {**memory.originals, **decision.save_originals},
+                                         effects.events)
+    # 6. The last move has ended: take the throttle back (never while a move of this resource runs).
+    # The journal in the ConfigMap is the truth: it is written before any throttle is applied.
+    throttle_done = decision.phase in TERMINAL or not intent.throttle
+    if throttle_done and not effects.owned and (effects.journal is not None or decision.phase is not memory.phase):
+        journal = ports.load_throttle()
+        if not journal.empty:
+            effects.journal = throttling.remove(kafka, journal, ports.others_throttles(), ports.save_throttle)
+            effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
+
+
+def _submit(body: Mapping[str, Any], kafka: KafkaAdmin, decision: Decision, effects: _Effects) -> None:
+    log.info("%s: submitting %d move(s): %s", _key(body), len(decision.submit),
+             ", ".join(f"{tp}->{list(r)}" for tp, r in sorted(decision.submit.items())))
+    try:
+        answers = kafka.alter_reassignments(decision.submit)
+    except KafkaRequestRefused as exc:
+        answers = dict.fromkeys(decision.submit, exc.refusal)
+    for tp, answer in answers.items():
+        if answer is None:
+            effects.owned[tp] = decision.submit[tp]
+            effects.failures.pop(tp, None)
+        elif not answer.retriable:
+            effects.failures[tp] = answer
+            effects.events.append(Event("Warning", "KafkaRefused",
+                                f"{tp}: Kafka refused the move to {list(decision.submit[tp])}: {answer}"))
+
+
+def _elect(kafka: KafkaAdmin, decision: Decision, originals: Mapping[TopicPartition, Replicas],
+           events: list[Event]) -> dict[str, int]:
+    moved = sorted(tp for tp, t in decision.targets.items() if originals.get(tp, t.replicas) != t.replicas)
+    answers = kafka.elect_leaders(moved) if moved else {}
+    elected = sum(1 for a in answers.values() if a is None)
+    already = sum(1 for a in answers.values() if a is not None and a.code == "ELECTION_NOT_NEEDED")
+    failed = {tp: a for tp, a in answers.items() if a is not None and a.code != "ELECTION_NOT_NEEDED"}
+    if failed:
+        detail = "; ".join(f"{tp}: {a}" for tp, a in sorted(failed.items())[:3])
+        events.append(Event("Warning", "LeaderElectionFailed", f"{len(failed)} partition(s): {detail}"))
+    events.append(Event("Normal", "LeadersElected",
+                        f"preferred leader election: {elected} elected, {already} already preferred, "
+                        f"{len(failed)} failed"))
+    return {"elected": elected, "alreadyPreferred": already, "failed": len(failed)}
 
 
 def _status(previous: Mapping[str, Any], intent: Intent, decision: Decision, view: ClusterView, *,

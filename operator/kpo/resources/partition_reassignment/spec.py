@@ -29,7 +29,9 @@ def targets_of(spec: PartitionReassignmentSpec) -> dict[TopicPartition, Target]:
 
 def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
     return Intent(generation=generation, targets=targets_of(spec), stop=spec.stop,
-                  revert_on_stop=spec.on_stop.value == "Revert")
+                  revert_on_stop=spec.on_stop.value == "Revert",
+                  incremental=spec.execution.strategy.value == "Incremental",
+                  throttle=spec.execution.throttle, elect_leaders_after=spec.execution.elect_leaders_after)
 
 
 def partition_list(entries: Any) -> dict[TopicPartition, Mapping[str, Any]]:

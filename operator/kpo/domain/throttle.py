@@ -1,0 +1,171 @@
+"""Replication throttles for a PartitionReassignment, set and removed without disturbing anyone else's.
+
+Kafka throttles replication per broker (``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate``, in bytes/s) for the replicas listed per topic
+(``leader.replication.throttled.replicas``: the existing replicas that serve the copies, and
+``follower.replication.throttled.replicas``: the new replicas that fetch them), exactly as kafka-reassign-partitions
+sets them. kafka-reassign-partitions leaves them behind unless someone remembers ``--verify``; kpo removes them when
+the resource's last move ends.
+
+"Without disturbing anyone else's" is made precise by a :class:`ThrottleJournal`: the configs kpo itself added,
+written to the resource's ConfigMap *before* they are applied, so a restart in between leaks nothing. kpo never
+overrides a broker rate it did not set (someone's own throttle keeps governing that broker), appends to the replica
+lists instead of replacing them, records only entries that were not there before, and on removal subtracts only its
+own entries, and deletes only the broker rates no other live resource still relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kpo.domain.model import Replicas, TopicPartition
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_KEYS = (LEADER_RATE, FOLLOWER_RATE)
+TOPIC_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One IncrementalAlterConfigs operation."""
+
+    resource: str  # "broker" | "topic"
+    name: str  # broker id or topic name
+    key: str
+    op: str  # "SET" | "DELETE" | "APPEND" | "SUBTRACT"
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class ThrottlePlan:
+    """What a resource's moves need throttled: every broker they touch, and the replicas on each side."""
+
+    rate: int
+    brokers: frozenset[int]
+    leader_replicas: Mapping[str, frozenset[str]]
+    follower_replicas: Mapping[str, frozenset[str]]
+
+
+def plan(rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]]) -> ThrottlePlan:
+    """Throttle what ``moves`` (partition -> (original, target)) copy, the way kafka-reassign-partitions does."""
+    brokers: set[int] = set()
+    leader: dict[str, set[str]] = {}
+    follower: dict[str, set[str]] = {}
+    for tp, (original, target) in moves.items():
+        added = [b for b in target if b not in original]
+        if not added:
+            continue
+        brokers.update(original)
+        brokers.update(target)
+        leader.setdefault(tp.topic, set()).update(f"{tp.partition}:{b}" for b in original)
+        follower.setdefault(tp.topic, set()).update(f"{tp.partition}:{b}" for b in added)
+    return ThrottlePlan(rate=rate, brokers=frozenset(brokers),
+                        leader_replicas={t: frozenset(v) for t, v in leader.items()},
+                        follower_replicas={t: frozenset(v) for t, v in follower.items()})
+
+
+@dataclass(frozen=True)
+class ThrottleJournal:
+    """The throttle configs this resource added (and so must remove), as kept in its ConfigMap."""
+
+    rate: int = 0
+    brokers: frozenset[int] = frozenset()
+    leader_replicas: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    follower_replicas: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.brokers and not any(self.leader_replicas.values()) and not any(
+            self.follower_replicas.values())
+
+    def to_json(self) -> dict[str, Any]:
+        topics = sorted(set(self.leader_replicas) | set(self.follower_replicas))
+        return {
+            "rate": self.rate,
+            "brokers": sorted(self.brokers),
+            "topics": [{"topic": t, "leader": sorted(self.leader_replicas.get(t, ())),
+                        "follower": sorted(self.follower_replicas.get(t, ()))} for t in topics],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ThrottleJournal:
+        if not data:
+            return cls()
+        topics = data.get("topics") or []
+        return cls(rate=int(data.get("rate") or 0), brokers=frozenset(int(b) for b in data.get("brokers") or []),
+                   leader_replicas={t["topic"]: frozenset(t["leader"]) for t in topics if t.get("leader")},
+                   follower_replicas={t["topic"]: frozenset(t["follower"]) for t in topics if t.get("follower")})
+
+
+def _entries(value: str | None) -> set[str]:
+    return {e.strip() for e in (value or "").split(",") if e.strip()}
+
+
+def journal(wanted: ThrottlePlan, previous: ThrottleJournal, broker_configs: Mapping[int, Mapping[str, str]],
+            topic_configs: Mapping[str, Mapping[str, str]], held_by_others: Iterable[ThrottleJournal]
+            ) -> ThrottleJournal:
+    """What this resource owns once ``wanted`` is applied: its previous journal plus what it adds now.
+
+    A broker whose rate is already set — by someone outside kpo, or by another live resource — is left alone: the
+    existing throttle governs it, and whoever set it removes it. A replica entry already listed is not recorded.
+    """
+    others = list(held_by_others)
+    others_brokers = {b for j in others for b in j.brokers}
+    brokers = set(previous.brokers)
+    for broker in wanted.brokers:
+        configured = broker_configs.get(broker, {})
+        already = any(configured.get(k) for k in BROKER_KEYS)
+        if broker in brokers or (not already and broker not in others_brokers):
+            brokers.add(broker)
+    leader = {t: set(v) for t, v in previous.leader_replicas.items()}
+    follower = {t: set(v) for t, v in previous.follower_replicas.items()}
+    for mine, wanted_side, key in ((leader, wanted.leader_replicas, LEADER_REPLICAS),
+                                   (follower, wanted.follower_replicas, FOLLOWER_REPLICAS)):
+        for topic, entries in wanted_side.items():
+            listed = _entries(topic_configs.get(topic, {}).get(key))
+            if "*" in listed:
+                continue  # every replica of the topic is throttled already, by someone else
+            mine.setdefault(topic, set()).update(e for e in entries if e not in listed)
+    return ThrottleJournal(rate=wanted.rate, brokers=frozenset(brokers),
+                           leader_replicas={t: frozenset(v) for t, v in leader.items() if v},
+                           follower_replicas={t: frozenset(v) for t, v in follower.items() if v})
+
+
+def apply_changes(mine: ThrottleJournal, broker_configs: Mapping[int, Mapping[str, str]],
+                  topic_configs: Mapping[str, Mapping[str, str]]) -> list[ConfigChange]:
+    """The operations that make the cluster carry every throttle in ``mine`` (none when it already does)."""
+    changes: list[ConfigChange] = []
+    rate = str(mine.rate)
+    for broker in sorted(mine.brokers):
+        configured = broker_configs.get(broker, {})
+        for key in BROKER_KEYS:
+            if configured.get(key) != rate:
+                changes.append(ConfigChange("broker", str(broker), key, "SET", rate))
+    for side, key in ((mine.leader_replicas, LEADER_REPLICAS), (mine.follower_replicas, FOLLOWER_REPLICAS)):
+        for topic, entries in sorted(side.items()):
+            missing = sorted(entries - _entries(topic_configs.get(topic, {}).get(key)))
+            if missing:
+                changes.append(ConfigChange("topic", topic, key, "APPEND", ",".join(missing)))
+    return changes
+
+
+def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJournal]) -> list[ConfigChange]:
+    """The operations that take back exactly what ``mine`` added and no other live resource still needs."""
+    others = list(held_by_others)
+    others_brokers = {b for j in others for b in j.brokers}
+    changes: list[ConfigChange] = []
+    for broker in sorted(mine.brokers - others_brokers):
+        changes.extend(ConfigChange("broker", str(broker), key, "DELETE") for key in BROKER_KEYS)
+    for side, key, attr in ((mine.leader_replicas, LEADER_REPLICAS, "leader_replicas"),
+                            (mine.follower_replicas, FOLLOWER_REPLICAS, "follower_replicas")):
+        for topic, entries in sorted(side.items()):
+            shared = {e for j in others for e in getattr(j, attr).get(topic, ())}
+            own = sorted(entries - shared)
+            if own:
+                changes.append(ConfigChange("topic", topic, key, "SUBTRACT", ",".join(own)))
+    return changes

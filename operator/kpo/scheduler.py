@@ -1,0 +1,62 @@
+"""One move scheduler per Kafka cluster, shared by every PartitionReassignment of that cluster.
+
+Each resource's tick hands in its candidate moves and asks which of its own may start. The scheduler keeps the latest
+candidates of every resource (refreshed on each of its ticks, forgotten when a resource stops ticking), so the pure
+decision :func:`kpo.domain.scheduling.moves_to_start` always sees the whole cluster: every resource's waiting moves
+and every move Kafka reports in flight, kpo's or anyone else's. Nothing here survives a restart, and nothing needs
+to: Kafka says what is moving, the resources say what they want.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kpo.domain.model import OngoingReassignment, TopicPartition
+from kpo.domain.reassignment import Candidate
+from kpo.domain.scheduling import Execution, Move, Owner, SchedulerConfig, moves_to_start
+
+FOREIGN = Owner(created=datetime.min.replace(tzinfo=UTC), namespace="", name="external")
+
+
+@dataclass
+class _Entry:
+    moves: list[Move]
+    execution: Execution
+    seen: float
+
+
+class ClusterScheduler:
+    def __init__(self, config: SchedulerConfig, stale_after_seconds: float = 30.0) -> None:
+        self.config = config
+        self.stale_after = stale_after_seconds
+        self._entries: dict[Owner, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, owner: Owner, execution: Execution, candidates: Sequence[Candidate],
+              ongoing: Mapping[TopicPartition, OngoingReassignment], holders: Mapping[TopicPartition, Owner]
+              ) -> list[TopicPartition]:
+        """The partitions among ``candidates`` that ``owner`` may submit now."""
+        moves = [Move(owner=owner, partition=c.partition, current=c.current, target=c.target,
+                      size_bytes=c.size_bytes, position=c.position, leader=c.leader) for c in candidates]
+        in_flight = [Move(owner=holders.get(tp, FOREIGN), partition=tp, current=o.original, target=o.target)
+                     for tp, o in ongoing.items()]
+        now = time.monotonic()
+        with self._lock:
+            self._entries[owner] = _Entry(moves, execution, now)
+            for stale in [o for o, e in self._entries.items() if now - e.seen > self.stale_after]:
+                del self._entries[stale]
+            pending = [m for e in self._entries.values() for m in e.moves]
+            executions = {o: e.execution for o, e in self._entries.items()}
+            started = moves_to_start(pending, in_flight, executions, self.config)
+            chosen = [m.partition for m in started if m.owner == owner]
+            # What this call started is no longer waiting; the next tick of each resource refreshes its list anyway.
+            self._entries[owner].moves = [m for m in moves if m.partition not in set(chosen)]
+        return chosen
+
+    def forget(self, owner: Owner) -> None:
+        with self._lock:
+            self._entries.pop(owner, None)
