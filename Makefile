@@ -49,10 +49,12 @@ testbed-status: venv
 .PHONY: crds
 crds: venv
 	$(PY) -m kpo.api crds
+	$(PY) -m kpo.api helm/kpo/crds
 
 .PHONY: crds-check
 crds-check: venv
 	$(PY) -m kpo.api --check crds
+	$(PY) -m kpo.api --check helm/kpo/crds
 
 .PHONY: lint
 lint: venv

@@ -1,0 +1,67 @@
+# syntax=docker/dockerfile:1
+#
+# Two images from one build (see README, "Operating kpo"):
+#   docker build --target operator -t kpo/operator:0.1.0 .   the operator (python -m kpo), with the JRE that the
+#                                                              local Spark planner (PySpark in local mode) needs
+#   docker build --target planner  -t kpo/planner:0.1.0  .   the planning job for the SparkApplication backend: the
+#                                                              same Python environment, started by the Spark operator
+#
+# Both stand on the same pinned Python base, so the planner that runs in a SparkApplication is byte for byte the one
+# the operator runs locally. Base images are pinned by exact tag; pin them by digest in your own registry mirror.
+
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+# Only the Spark-on-Kubernetes entry point scripts come from here (driver and executor start-up, decommissioning):
+# Spark itself is the pyspark wheel, the same version the operator uses.
+ARG SPARK_IMAGE=spark:4.0.0-scala2.13-java17-ubuntu
+
+# --------------------------------------------------------------------------------------------------------- build
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+RUN python -m venv /opt/kpo \
+ && /opt/kpo/bin/pip install . \
+ && ln -s "$(/opt/kpo/bin/python -c 'import kpo.planner, pathlib; print(pathlib.Path(kpo.planner.__file__).parent / "job.py")')" \
+          /opt/kpo/planner-job.py
+
+# ----------------------------------------------------------------------------------------------------- runtime
+# Python, kpo in /opt/kpo, a Java 17 runtime for Spark, an unprivileged user. Nothing is written to the image at run
+# time: the chart mounts an emptyDir on /tmp (HOME, Spark's scratch space) and the root filesystem is read-only.
+FROM ${PYTHON_IMAGE} AS runtime
+# Debian's JRE package wants its man page directory, which slim images leave out.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/java-17 \
+ && groupadd --system --gid 10001 kpo \
+ && useradd --system --uid 10001 --gid kpo --home-dir /tmp --no-create-home --shell /usr/sbin/nologin kpo
+COPY --from=build /opt/kpo /opt/kpo
+ENV PATH=/opt/kpo/bin:$PATH \
+    JAVA_HOME=/usr/lib/jvm/java-17 \
+    HOME=/tmp \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PYSPARK_PYTHON=/opt/kpo/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/kpo/bin/python
+
+# ---------------------------------------------------------------------------------------------------- operator
+FROM runtime AS operator
+USER 10001:10001
+# 8080: Prometheus metrics; 8081: Kopf's liveness endpoint (/healthz), used by the probes.
+EXPOSE 8080 8081
+# The Helm chart's Deployment runs exactly this command (a unit test keeps the two equal).
+ENTRYPOINT ["python", "-m", "kpo"]
+
+# ----------------------------------------------------------------------------------------------------- planner
+# For SparkApplications (sparkoperator.k8s.io/v1beta2): mainApplicationFile local:///opt/kpo/planner-job.py.
+# The Spark operator starts driver and executor pods with Spark's entry point script; SPARK_HOME is the pyspark wheel.
+FROM ${SPARK_IMAGE} AS spark-scripts
+
+FROM runtime AS planner
+COPY --from=spark-scripts /opt/entrypoint.sh /opt/decom.sh /opt/
+ENV SPARK_HOME=/opt/kpo/lib/python3.11/site-packages/pyspark
+WORKDIR /tmp
+USER 10001:10001
+ENTRYPOINT ["/opt/entrypoint.sh"]
