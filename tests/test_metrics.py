@@ -87,6 +87,17 @@ def test_known_clusters_report_zero_when_nothing_moves() -> None:
     assert sample("kpo_throttles_active", cluster="east") == 0
 
 
+def test_throttled_brokers_come_from_the_status_throttle_journal() -> None:
+    tick("a", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [1, 2]}})
+    tick("b", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [2, 3]}})
+    assert sample("kpo_throttles_active", cluster="default") == 3
+    tick("a", {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [1, 2]}}, {"phase": "Succeeded"})
+    assert sample("kpo_throttles_active", cluster="default") == 3  # still in the status: still set
+    tick("a", {"phase": "Succeeded", "throttle": {"brokers": [1, 2]}}, {"throttle": None})
+    tick("b", {"phase": "Executing"}, {"phase": "Succeeded", "throttle": {"rate": 0, "brokers": []}})
+    assert sample("kpo_throttles_active", cluster="default") == 0
+
+
 def test_throttled_brokers_count_once_per_cluster() -> None:
     tick("a", {}, {"phase": "Executing", "inFlight": []})
     tick("b", {}, {"phase": "Executing", "inFlight": []})

@@ -236,7 +236,7 @@ def count_kafka_error(kind: str, cluster: str, reason: str) -> None:
 
 
 def set_throttled_brokers(uid: str, brokers: Iterable[int]) -> None:
-    """For the throttle code: the brokers on which this resource's throttle is set now (empty once removed)."""
+    """For kinds whose status has no ``throttle`` journal: the brokers this resource throttles now (empty: none)."""
     snapshot = STATES.get(uid)
     if snapshot is not None:
         STATES.put(uid, Snapshot(**{**snapshot.__dict__, "throttled_brokers": frozenset(brokers)}))
@@ -282,10 +282,12 @@ class Scope:
             BYTES_MOVED.labels(self.kind, self.cluster).inc(moved)
         in_flight = list(after.get("inFlight") or [])
         previous = STATES.get(self.uid)
+        throttled = previous.throttled_brokers if previous is not None else frozenset()
+        if "throttle" in after:  # the resource's throttle journal (status.throttle.brokers): what kpo set, exactly
+            throttled = frozenset(int(b) for b in (after.get("throttle") or {}).get("brokers") or ())
         STATES.put(self.uid, Snapshot(
             kind=self.kind, cluster=self.cluster, phase=phase, moves_in_flight=len(in_flight),
-            broker_moves=broker_moves(in_flight, self.originals),
-            throttled_brokers=previous.throttled_brokers if previous is not None else frozenset()))
+            broker_moves=broker_moves(in_flight, self.originals), throttled_brokers=throttled))
 
 
 @contextlib.contextmanager
