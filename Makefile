@@ -17,6 +17,7 @@ help:
 	@echo "make testbed-up    start the test bed in the background; then: . .testbed/env"
 	@echo "make testbed-down  stop every process the test bed started and remove its data"
 	@echo "make lint unit e2e the parts of make test"
+	@echo "make bench-exec    execution simulator: kpo's scheduler vs all-at-once vs batches with a barrier"
 	@echo "make crds          regenerate crds/ from the pydantic models in operator/kpo/api (crds-check: verify)"
 
 $(STAMP): pyproject.toml
@@ -45,6 +46,10 @@ testbed-down:
 .PHONY: testbed-status
 testbed-status: venv
 	$(TESTBED) status
+
+.PHONY: bench-exec
+bench-exec: venv
+	$(PY) -m bench.execution_sim
 
 .PHONY: crds
 crds: venv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +19,7 @@ from kpo.domain.scheduling import (
     Owner,
     SchedulerConfig,
     Touch,
+    copied_bytes,
     moves_to_start,
 )
 
@@ -36,6 +38,7 @@ def move(
     size: int = 0,
     position: int | None = None,
     topic: str = "orders",
+    write_rate: float = 0.0,
 ) -> Move:
     return Move(
         owner=owner,
@@ -44,6 +47,7 @@ def move(
         target=target,
         size_bytes=size,
         position=partition if position is None else position,
+        write_rate=write_rate,
     )
 
 
@@ -208,6 +212,70 @@ def test_a_cr_with_nothing_that_fits_leaves_the_turn_to_the_next() -> None:
     assert moves_to_start([older_blocked, newer_free], in_flight, {}, config) == [newer_free]
 
 
+# Rule 4: the catch-up guard.
+
+THROTTLE = 100.0
+THROTTLED = {OLDER: Execution(throttle=THROTTLE), NEWER: Execution(throttle=THROTTLE)}
+
+
+def test_flows_count_each_receiver_once_and_the_sender_once_per_receiver() -> None:
+    assert move(OLDER, 0, (1, 2, 3), (4, 5, 6)).flows == {(4, "in"): 1, (5, "in"): 1, (6, "in"): 1, (1, "out"): 3}
+    assert move(OLDER, 0, (1, 2), (2, 1)).flows == {}
+
+
+def test_a_cold_move_does_not_join_a_broker_busy_with_a_hot_partition() -> None:
+    hot = move(NEWER, 10, (1, 2), (1, 3), write_rate=40.0)  # 2 flows x 40 x headroom 2 = 160 > 100
+    same_sender = move(OLDER, 0, (1, 4), (1, 5), write_rate=0.1)
+    elsewhere = move(OLDER, 1, (6, 4), (6, 5), write_rate=0.1)
+    assert moves_to_start([same_sender, elsewhere], [hot], THROTTLED, UNLIMITED) == [elsewhere]
+
+
+def test_a_hot_move_does_not_join_a_busy_broker_but_takes_an_idle_one_whatever_its_rate() -> None:
+    cold = move(NEWER, 10, (1, 2), (1, 3), write_rate=1.0)
+    hot_on_busy = move(OLDER, 0, (1, 4), (1, 5), write_rate=30.0)
+    hot_on_idle = move(OLDER, 1, (6, 4), (6, 7), write_rate=70.0)  # alone it has the whole throttle
+    assert moves_to_start([hot_on_busy, hot_on_idle], [cold], THROTTLED, UNLIMITED) == [hot_on_idle]
+
+
+def test_cold_moves_share_brokers_freely() -> None:
+    pending = [move(OLDER, p, (1,), (p + 2,), write_rate=1.0) for p in range(10)]
+    assert len(moves_to_start(pending, [], THROTTLED, UNLIMITED)) == 10
+
+
+def test_a_move_held_back_by_the_guard_reserves_the_broker_so_it_drains() -> None:
+    cold_in_flight = move(NEWER, 10, (1, 2), (1, 3), write_rate=1.0)
+    hot = move(OLDER, 0, (4, 5), (4, 3), size=50, write_rate=45.0)
+    cold_next = move(OLDER, 1, (6, 5), (6, 3), size=10, write_rate=1.0)
+    executions = {OLDER: Execution(order=Order.LARGEST_FIRST, throttle=THROTTLE), NEWER: Execution(throttle=THROTTLE)}
+    # Without the hot move the cold one would join broker 3; with it, broker 3 takes no new flow until it is free.
+    assert moves_to_start([cold_next], [cold_in_flight], executions, UNLIMITED) == [cold_next]
+    assert moves_to_start([hot, cold_next], [cold_in_flight], executions, UNLIMITED) == []
+    assert moves_to_start([hot, cold_next], [], executions, UNLIMITED) == [hot]
+
+
+def test_without_a_throttle_the_guard_does_nothing() -> None:
+    hot = move(NEWER, 10, (1, 2), (1, 3), write_rate=40.0)
+    same_sender = move(OLDER, 0, (1, 4), (1, 5), write_rate=40.0)
+    assert moves_to_start([same_sender], [hot], {}, UNLIMITED) == [same_sender]
+
+
+def test_a_lower_headroom_admits_more_sharing() -> None:
+    hot = move(NEWER, 10, (1, 2), (1, 3), write_rate=30.0)
+    joining = move(OLDER, 0, (1, 4), (1, 5), write_rate=1.0)
+    assert moves_to_start([joining], [hot], THROTTLED, UNLIMITED) == []
+    assert moves_to_start([joining], [hot], THROTTLED, SchedulerConfig(catch_up_headroom=1.5)) == [joining]
+
+
+def test_size_order_counts_the_bytes_written_while_catching_up() -> None:
+    assert copied_bytes(move(OLDER, 0, (1,), (2,), size=100, write_rate=75.0), THROTTLE) == 400
+    assert copied_bytes(move(OLDER, 0, (1,), (2,), size=100, write_rate=75.0), None) == 100
+    assert copied_bytes(move(OLDER, 0, (1,), (2,), size=100, write_rate=100.0), THROTTLE) == float("inf")
+    small_but_hot = move(OLDER, 0, (1,), (2,), size=100, write_rate=75.0)
+    big_and_cold = move(OLDER, 1, (3,), (4,), size=300)
+    executions = {OLDER: Execution(order=Order.LARGEST_FIRST, throttle=THROTTLE)}
+    assert moves_to_start([big_and_cold, small_but_hot], [], executions, UNLIMITED) == [small_but_hot, big_and_cold]
+
+
 # Continuous refill: the function is called again whenever anything finishes.
 
 
@@ -296,3 +364,29 @@ def test_every_limit_holds_and_nothing_startable_is_left_waiting(
     for left in pending:
         if left not in started:
             assert blocked(left, running), f"{left} could have started"
+
+
+@given(
+    moves=random_moves(OWNERS, 14),
+    rates=st.lists(st.sampled_from([0.0, 1.0, 10.0, 30.0, 60.0]), min_size=14, max_size=14),
+    headroom=st.sampled_from([1.0, 2.0, 3.0]),
+)
+def test_every_started_move_leaves_each_busy_flow_its_catch_up_headroom(
+    *, moves: list[Move], rates: list[float], headroom: float
+) -> None:
+    moves = [dataclasses.replace(m, write_rate=rate) for m, rate in zip(moves, rates, strict=True)]
+    in_flight = list({m.partition: m for m in moves[:3]}.values())
+    executions = dict.fromkeys(OWNERS, Execution(throttle=THROTTLE))
+    started = moves_to_start(moves[3:], in_flight, executions, SchedulerConfig(catch_up_headroom=headroom))
+    flows: Counter[tuple[int, str]] = Counter()
+    fastest: dict[tuple[int, str], float] = {}
+    for m in in_flight:
+        flows.update(m.flows)
+        for key in m.flows:
+            fastest[key] = max(fastest.get(key, 0.0), m.write_rate)
+    for m in started:
+        for key, count in m.flows.items():
+            if flows[key]:
+                assert (flows[key] + count) * max(fastest[key], m.write_rate) * headroom <= THROTTLE
+            flows[key] += count
+            fastest[key] = max(fastest.get(key, 0.0), m.write_rate)

@@ -22,12 +22,23 @@ Rules, in the order they are applied:
    receive (they fetch the whole log from the leader) and the leader sends. Replicas that stay or are only removed
    move no data and are not counted, so a move that only drops or reorders replicas touches no broker at all. The
    leader is the move's `leader` when the operator knows it (DescribeTopics), else the first current replica.
-   `Touch.ALL_REPLICAS` counts every broker of current and target instead, for those who want moves kept apart entirely.
-4. **Order within a CR.** `AsGiven` (spec order), `SmallestFirst` or `LargestFirst` (by the partition's size in bytes,
-   spec order among equals). The order is a priority, not a barrier: when the next move cannot start because one of
-   its brokers is busy, a later one that fits starts instead, so no slot stays empty while work could run. (A move
-   is never skipped for good: it is first in line again at the next call.)
-5. **Fair turns between CRs.** Slots go one at a time to the CR with the fewest moves in flight, the older CR (by
+   `Touch.ALL_REPLICAS` counts every broker of current and target instead, for those who want moves kept apart.
+4. **Catch-up guard.** A new replica must copy the log plus everything written while it copies, so it only converges
+   if its share of the throttle exceeds the partition's write rate. Brokers share their throttle among the replica
+   flows through them (the leader's outgoing, each receiver's incoming bandwidth), so a move whose partition is
+   written at w bytes/s may join a broker's flows only if every flow there keeps a fair share of at least
+   `catch_up_headroom` (default 2) times its write rate: flows * max write rate * headroom <= throttle. A broker
+   direction with no flow always admits a move (it cannot do better than the whole throttle). When a move passes
+   every other rule but fails this one, the brokers it waits for are reserved for the rest of the call: no other move
+   joins them, they drain, and the move starts once they are free instead of being starved by a stream of small
+   moves that each fit. The guard needs the partition's write rate (`Move.write_rate`) and the throttle
+   (`Execution.throttle`); without them it does nothing.
+5. **Order within a CR.** `AsGiven` (spec order), `SmallestFirst` or `LargestFirst` by the bytes the move copies:
+   its size, or, when write rate and throttle are known, size * T / (T - w), the bytes it copies before it catches up
+   even with the whole throttle to itself. Spec order breaks ties. The order is a priority, not a barrier: when the
+   next move cannot start because one of its brokers is busy, a later one that fits starts instead, so no slot stays
+   empty while work could run. (A move is never skipped for good: it is first in line again at the next call.)
+6. **Fair turns between CRs.** Slots go one at a time to the CR with the fewest moves in flight, the older CR (by
    creation) first among equals. Starting from an idle cluster this is round-robin in creation order; when one CR's
    move finishes, that CR gets the freed slot back. It needs no memory of whose turn it was.
 
@@ -37,10 +48,11 @@ Refill is continuous because the function only looks at what is in flight now; t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 
 from kpo.domain.model import Replicas, TopicPartition
 
@@ -92,6 +104,8 @@ class Execution:
 
     order: Order = Order.AS_GIVEN
     limits: Limits = field(default_factory=Limits)
+    #: The CR's replication throttle in bytes/s per broker and direction (`spec.execution.throttle`), if any.
+    throttle: float | None = None
 
 
 @dataclass(frozen=True)
@@ -104,11 +118,19 @@ class SchedulerConfig:
     max_moves: int | None = None
     max_moves_per_broker: int | None = None
     touch: Touch = Touch.DATA_PATH
+    #: A flow's fair share of the throttle must be at least this multiple of its partition's write rate.
+    catch_up_headroom: float = 2.0
 
 
 @dataclass(frozen=True)
 class Move:
-    """One partition's move from `current` to `target` replicas, pending or in flight."""
+    """One partition's move from `current` to `target` replicas, pending or in flight.
+
+    Moves kpo did not start (another tool's reassignments seen in ListPartitionReassignments) go into `in_flight`
+    too, under an `Owner` of their own, so their brokers count as busy. An Incremental move is passed whole (its
+    original replicas and its final target): it keeps every broker it will touch counted for its whole life, which
+    over-counts a little but never lets a later step exceed a limit.
+    """
 
     owner: Owner
     partition: TopicPartition
@@ -118,8 +140,12 @@ class Move:
     #: The move's index in its CR's spec (or plan), for `AsGiven` and as the tie-breaker.
     position: int = 0
     leader: int | None = None
+    #: Bytes/s producers write to the partition; 0 when unknown.
+    write_rate: float = 0.0
 
-    @property
+    # Derived sets are cached on the instance: the scheduler asks for them many times per call. They are not fields,
+    # so equality and hashing still only look at what the move is.
+    @cached_property
     def receivers(self) -> frozenset[int]:
         """The brokers that get a new replica and must fetch the partition's whole log."""
         return frozenset(self.target) - frozenset(self.current)
@@ -131,20 +157,43 @@ class Move:
             return self.leader
         return self.current[0] if self.current else None
 
-    def touched(self, touch: Touch = Touch.DATA_PATH) -> frozenset[int]:
-        """The brokers this move keeps busy while in flight."""
-        if touch is Touch.ALL_REPLICAS:
-            return frozenset(self.current) | frozenset(self.target)
+    @cached_property
+    def _data_path(self) -> frozenset[int]:
         if not self.receivers or self.sender is None:
             return self.receivers
         return self.receivers | {self.sender}
 
+    @cached_property
+    def _all_replicas(self) -> frozenset[int]:
+        return frozenset(self.current) | frozenset(self.target)
 
-def _order_key(order: Order) -> Callable[[Move], tuple[int, int]]:
-    if order is Order.SMALLEST_FIRST:
-        return lambda move: (move.size_bytes, move.position)
-    if order is Order.LARGEST_FIRST:
-        return lambda move: (-move.size_bytes, move.position)
+    def touched(self, touch: Touch = Touch.DATA_PATH) -> frozenset[int]:
+        """The brokers this move keeps busy while in flight."""
+        return self._all_replicas if touch is Touch.ALL_REPLICAS else self._data_path
+
+    @cached_property
+    def flows(self) -> Mapping[tuple[int, str], int]:
+        """Replica flows per broker direction: each receiver's "in" once, the sender's "out" once per receiver."""
+        flows = {(receiver, "in"): 1 for receiver in self.receivers}
+        if self.receivers and self.sender is not None:
+            flows[(self.sender, "out")] = len(self.receivers)
+        return flows
+
+
+def copied_bytes(move: Move, throttle: float | None) -> float:
+    """The bytes `move` copies before it catches up with its writes, given the whole throttle; its size if unknown."""
+    if throttle is None or move.write_rate <= 0:
+        return float(move.size_bytes)
+    if move.write_rate >= throttle:
+        return float("inf")  # it never catches up under this throttle: the longest move there is
+    return move.size_bytes * throttle / (throttle - move.write_rate)
+
+
+def _order_key(execution: Execution) -> Callable[[Move], tuple[float, int]]:
+    if execution.order is Order.SMALLEST_FIRST:
+        return lambda move: (copied_bytes(move, execution.throttle), move.position)
+    if execution.order is Order.LARGEST_FIRST:
+        return lambda move: (-copied_bytes(move, execution.throttle), move.position)
     return lambda move: (move.position, 0)
 
 
@@ -155,30 +204,71 @@ def _effective(limits: Limits, config: SchedulerConfig) -> Limits:
     return Limits(max_moves=limits.max_moves or config.defaults.max_moves, max_moves_per_broker=per_broker)
 
 
-class _Load:
-    """Moves in flight per broker, per owner and in total, including the ones this call decides to start."""
+@dataclass
+class _Direction:
+    """The replica flows through one broker in one direction, and the tightest constraints among them."""
 
-    def __init__(self, in_flight: Iterable[Move], touch: Touch) -> None:
-        self.touch = touch
+    flows: int = 0
+    max_write_rate: float = 0.0
+    throttle: float | None = None
+
+
+def _min_known(first: float | None, second: float | None) -> float | None:
+    return second if first is None else first if second is None else min(first, second)
+
+
+class _Load:
+    """What is in flight, including the moves this call decides to start, and what this call has reserved."""
+
+    def __init__(self, config: SchedulerConfig, executions: Mapping[Owner, Execution]) -> None:
+        self.config = config
+        self.executions = executions
         self.per_broker: Counter[int] = Counter()
         self.per_owner: Counter[Owner] = Counter()
         self.partitions: set[TopicPartition] = set()
+        self.directions: dict[tuple[int, str], _Direction] = {}
+        self.reserved: set[tuple[int, str]] = set()
         self.total = 0
-        for move in in_flight:
-            self.add(move)
+
+    def throttle_of(self, move: Move) -> float | None:
+        return self.executions.get(move.owner, Execution()).throttle
 
     def add(self, move: Move) -> None:
-        self.per_broker.update(move.touched(self.touch))
+        self.per_broker.update(move.touched(self.config.touch))
         self.per_owner[move.owner] += 1
         self.partitions.add(move.partition)
         self.total += 1
+        for key, count in move.flows.items():
+            direction = self.directions.setdefault(key, _Direction())
+            direction.flows += count
+            direction.max_write_rate = max(direction.max_write_rate, move.write_rate)
+            direction.throttle = _min_known(direction.throttle, self.throttle_of(move))
+
+    def _starves(self, move: Move, key: tuple[int, str], count: int) -> bool:
+        """Whether adding `move`'s flows to a busy broker direction leaves some flow there too small a share."""
+        direction = self.directions.get(key)
+        if direction is None or direction.flows == 0:
+            return False
+        throttle = _min_known(direction.throttle, self.throttle_of(move))
+        if throttle is None:
+            return False
+        write_rate = max(direction.max_write_rate, move.write_rate)
+        return (direction.flows + count) * write_rate * self.config.catch_up_headroom > throttle
 
     def fits(self, move: Move, per_broker_limit: int | None) -> bool:
+        """Whether `move` may start now; a move held back only by the catch-up guard reserves what it waits for."""
+        if per_broker_limit is not None:
+            per_broker = self.per_broker
+            if any(per_broker[broker] >= per_broker_limit for broker in move.touched(self.config.touch)):
+                return False
         if move.partition in self.partitions:
             return False
-        if per_broker_limit is None:
-            return True
-        return all(self.per_broker[broker] < per_broker_limit for broker in move.touched(self.touch))
+        flows = move.flows
+        if self.reserved and any(key in self.reserved for key in flows):
+            return False
+        starved = [key for key, count in flows.items() if self._starves(move, key, count)]
+        self.reserved.update(starved)
+        return not starved
 
 
 def moves_to_start(
@@ -190,15 +280,17 @@ def moves_to_start(
     """The pending moves to start now, in the order they were chosen.
 
     `pending` holds every move of every active CR that has not started; `in_flight` every move Kafka is running now
-    (kpo's and anyone else's, so their brokers count as busy). `executions` gives each CR's order and limits; a CR
-    missing from it is scheduled `AsGiven` with the defaults.
+    (kpo's and anyone else's, so their brokers count as busy). `executions` gives each CR's order, limits and
+    throttle; a CR missing from it is scheduled `AsGiven` with the defaults.
     """
-    load = _Load(in_flight, config.touch)
+    load = _Load(config, executions)
+    for move in in_flight:
+        load.add(move)
     queues: dict[Owner, list[Move]] = {}
     for move in pending:
         queues.setdefault(move.owner, []).append(move)
     for owner, moves in queues.items():
-        moves.sort(key=_order_key(executions.get(owner, Execution()).order))
+        moves.sort(key=_order_key(executions.get(owner, Execution())))
     cursors = dict.fromkeys(queues, 0)
     limits = {owner: _effective(executions.get(owner, Execution()).limits, config) for owner in queues}
     started: list[Move] = []
@@ -209,8 +301,8 @@ def moves_to_start(
         if own_limits.max_moves is not None and load.per_owner[owner] >= own_limits.max_moves:
             contenders.discard(owner)
             continue
-        # Loads only grow during a call, so a move that did not fit earlier in this call will not fit later: each
-        # queue is scanned once, from where the last scan stopped.
+        # Loads and reservations only grow during a call, so a move that did not fit earlier in this call will not
+        # fit later: each queue is scanned once, from where the last scan stopped.
         queue, index = queues[owner], cursors[owner]
         while index < len(queue) and not load.fits(queue[index], own_limits.max_moves_per_broker):
             index += 1
