@@ -4,7 +4,8 @@ Three ways to run one reassignment, each simulated with the fluid model of `benc
 
 - **kpo**: `kpo.domain.scheduling.moves_to_start`, the operator's own decision function, called at t = 0 and at the
   first poll after every completion, with `maxMovesPerBroker` as given, each CR's order, and the partitions' write
-  rates and the throttle for its catch-up guard; in the whole-partition scenario kpo uses the Incremental strategy;
+  rates and the throttle for its catch-up guard; in the whole-partition scenario kpo uses the Incremental strategy.
+  A second kpo column runs it without write rates (all reported as 0), which switches the guard off;
 - **all at once**: what kafka-reassign-partitions does, every move submitted at t = 0;
 - **batch with barrier**: the usual wrapper script, batches in spec order, the next batch submitted only once the
   whole previous one has finished. A batch holds brokers x maxMovesPerBroker / 2 moves, as many as kpo keeps in
@@ -34,8 +35,13 @@ def sim_move(planned: PlannedMove, index: int, one_at_a_time: bool = False) -> S
     return SimMove(index, planned.current[0], receivers, planned.size, planned.write_rate, one_at_a_time)
 
 
-def kpo_starter(scenario: Scenario, max_moves_per_broker: int, catch_up_headroom: float = 2.0) -> Starter:
-    """Feeds the scheduler the pending and running moves on every call, as the operator does."""
+def kpo_starter(
+    scenario: Scenario, max_moves_per_broker: int, catch_up_headroom: float = 2.0, knows_write_rates: bool = True
+) -> Starter:
+    """Feeds the scheduler the pending and running moves on every call, as the operator does.
+
+    Without `knows_write_rates` every move reports a write rate of 0, so the catch-up guard never holds one back.
+    """
     owners = [
         Owner(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=cr), "bench", f"cr-{cr}")
         for cr in range(len(scenario.orders))
@@ -55,7 +61,7 @@ def kpo_starter(scenario: Scenario, max_moves_per_broker: int, catch_up_headroom
             target=planned.target,
             size_bytes=round(planned.size),
             position=planned.position,
-            write_rate=planned.write_rate,
+            write_rate=planned.write_rate if knows_write_rates else 0.0,
         )
         sim_of[move] = sim_move(planned, index, scenario.incremental)
     domain_of = {sim.index: move for move, sim in sim_of.items()}
@@ -100,6 +106,8 @@ def run(scenario: Scenario, max_moves_per_broker: int, poll_interval: float) -> 
     bound = floor(moves, scenario.throttle)
     with_writes = floor_with_writes(moves, scenario.throttle)
     kpo = simulate(kpo_starter(scenario, max_moves_per_broker), scenario.throttle, poll_interval)
+    blind = simulate(kpo_starter(scenario, max_moves_per_broker, knows_write_rates=False), scenario.throttle,
+                     poll_interval)
     everything = simulate(all_at_once_starter(moves), scenario.throttle, poll_interval)
     batch = max(1, scenario.brokers * max_moves_per_broker // 2)
     batches = simulate(barrier_starter(moves, batch), scenario.throttle, poll_interval)
@@ -110,6 +118,7 @@ def run(scenario: Scenario, max_moves_per_broker: int, poll_interval: float) -> 
         "floor incl. writes / floor": f"{with_writes / bound:.3f}",
         "kpo / floor": ratio(kpo, bound),
         "kpo / floor incl. writes": ratio(kpo, with_writes),
+        "kpo, write rates unknown / floor": ratio(blind, bound),
         "all-at-once / floor": ratio(everything, bound),
         "barrier / floor": ratio(batches, bound),
         "simulation wall time": f"{time.perf_counter() - began:.1f} s",
