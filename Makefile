@@ -15,7 +15,8 @@ help:
 	@echo "make test          lint, unit tests, end-to-end tests on the real test bed (CI runs this)"
 	@echo "make provision     build/fetch Kafka, etcd, kube-apiserver, kube-controller-manager, kubectl, helm (cached)"
 	@echo "make testbed-up    start the test bed in the background; then: . .testbed/env"
-	@echo "make testbed-down  stop every process the test bed started and remove its data"
+	@echo "make testbed-down  stop every process the test bed started (and the demo's operator), remove its data"
+	@echo "make operator      install the CRDs and run the operator in the foreground against .testbed/env"
 	@echo "make lint unit e2e the parts of make test"
 	@echo "make bench-exec    execution simulator: kpo's scheduler vs all-at-once vs batches with a barrier"
 	@echo "make crds          regenerate crds/ from the pydantic models in operator/kpo/api (crds-check: verify)"
@@ -41,7 +42,20 @@ testbed-up: venv provision
 
 .PHONY: testbed-down
 testbed-down:
-	@if [ -x $(PY) ]; then $(TESTBED) down; else echo "no virtualenv, so no test bed was started"; fi
+	@if [ -x $(PY) ]; then PYTHONPATH=testbed $(PY) demo/demo.py --stop-operator; $(TESTBED) down; \
+	 else echo "no virtualenv, so no test bed was started"; fi
+
+.PHONY: install-crds
+install-crds: testbed-up
+	. .testbed/env && kubectl apply --server-side --force-conflicts -f crds/
+
+.PHONY: operator
+operator: install-crds
+	. .testbed/env && $(PY) -m kpo
+
+.PHONY: demo
+demo: testbed-up
+	PYTHONPATH=testbed $(PY) demo/demo.py
 
 .PHONY: testbed-status
 testbed-status: venv
@@ -63,7 +77,7 @@ crds-check: venv
 
 .PHONY: lint
 lint: venv
-	$(VENV)/bin/ruff check operator tests e2e testbed
+	$(VENV)/bin/ruff check operator tests e2e testbed demo bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

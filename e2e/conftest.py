@@ -67,9 +67,15 @@ def api_client(kubeconfig: Path) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(kubeconfig))
 
 
+# Namespaces of this pytest session share a prefix, and the session's operator watches only those: several sessions
+# (or a test's own operator, e.g. one running as the Helm chart's ServiceAccount) can share one test bed.
+SESSION = uuid.uuid4().hex[:6]
+SESSION_NAMESPACES = f"e2e-{SESSION}-*"
+
+
 @pytest.fixture
 def namespace(api_client: client.ApiClient) -> Iterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    name = f"e2e-{SESSION}-{uuid.uuid4().hex[:6]}"
     core = client.CoreV1Api(api_client)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
@@ -140,7 +146,7 @@ def kpo_operator(kpo_crds: None, kubeconfig: Path, bootstrap_servers: str, opera
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     env = operator_env(kubeconfig, bootstrap_servers,
                        {"KPO_CONFIG": str(operator_config), "KPO_NAMESPACE": operator_namespace})
-    operator = OperatorProcess(env, log_path)
+    operator = OperatorProcess(env, log_path, namespaces=[SESSION_NAMESPACES])
     operator.start()
     yield operator
     operator.stop()

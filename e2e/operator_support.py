@@ -16,8 +16,9 @@ from kpo_testbed.paths import REPO_ROOT
 
 
 class OperatorProcess:
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, namespaces: list[str] | None = None) -> None:
         self.env = env
+        self.namespaces = namespaces or []
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -28,7 +29,9 @@ class OperatorProcess:
         log = self.log_path.open("ab")
         log.write(f"\n===== start #{self.starts} =====\n".encode())
         log.flush()
-        self.proc = subprocess.Popen([sys.executable, "-m", "kpo", "--liveness", ""], env=self.env, cwd=REPO_ROOT,
+        watch = [arg for ns in self.namespaces for arg in ("--namespace", ns)]
+        self.proc = subprocess.Popen([sys.executable, "-m", "kpo", "--liveness", "", "--metrics-port", "0", *watch],
+                                     env=self.env, cwd=REPO_ROOT,
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         time.sleep(1.0)

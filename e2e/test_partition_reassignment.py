@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -321,5 +322,7 @@ def test_kafka_refusal_surfaces_as_failed(kafka_admin: AdminClient, bootstrap_se
         assert replicas_of(kafka_admin, topic_name) == {0: [1, 2]}
         assert ongoing(bootstrap_servers, topic_name) == {}
     finally:
-        for future in kafka_admin.delete_acls(grants).values():
+        filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
+                                    g.permission_type) for g in grants]
+        for future in kafka_admin.delete_acls(filters).values():
             future.result(timeout=30)

@@ -213,13 +213,25 @@ def test_stopping_to_reverting_moves_completed_partitions_back() -> None:
     assert d.submit == {P0: (1, 2)}
 
 
-def test_reverting_skips_partitions_whose_original_replicas_are_all_out_of_sync() -> None:
-    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 2), P1: (1, 2)})
-    v = view({P0: (3, 4), P1: (2, 3)}, isr={P0: (3, 4), P1: (2, 3)})
+def test_stopping_to_revert_does_not_cancel_a_move_whose_originals_are_all_out_of_sync() -> None:
+    # P0's original replicas (1, 2) both fell out of the ISR: cancelling would leave it without an in-sync replica.
+    v = view({P0: (3, 4, 1, 2), P1: (2, 3, 1)}, isr={P0: (3, 4), P1: (1, 2, 3)},
+             ongoing={P0: moving((1, 2), (3, 4)), P1: moving((1, 2), (2, 3))})
+    memory = Memory(phase=Phase.STOPPING, observed_generation=2, owned={P0: (3, 4), P1: (2, 3)},
+                    originals={P0: (1, 2), P1: (1, 2)})
+    d = decide(intent({P0: (3, 4), P1: (2, 3)}, generation=2, stop=True, revert=True), memory, Observation(v))
+    assert d.phase is Phase.STOPPING
+    assert d.cancel == (P1,)
+    assert set(d.skipped) == {P0} and "out of sync" in d.skipped[P0]
+
+
+def test_reverting_moves_completed_partitions_back_and_skips_offline_originals() -> None:
+    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 2), P1: (1, 5)})
+    v = view({P0: (3, 4), P1: (2, 3)})  # broker 5 is not live
     d = decide(intent({P0: (3, 4), P1: (2, 3)}, generation=2, stop=True, revert=True), memory, Observation(v))
     assert d.phase is Phase.REVERTING
-    assert set(d.skipped) == {P0} and "in sync" in d.skipped[P0]
-    assert d.submit == {P1: (1, 2)}
+    assert d.submit == {P0: (1, 2)}, "a completed move is moved back, though its originals left the ISR long ago"
+    assert set(d.skipped) == {P1} and "[5]" in d.skipped[P1]
 
 
 def test_reverting_to_reverted() -> None:
@@ -279,3 +291,9 @@ def test_incremental_waits_for_the_previous_step_to_be_in_sync() -> None:
     in_sync = view({P0: (1, 2, 3, 4)}, brokers=5)
     # KAFKA-6794 drops the excess followers first, the leader (1) last.
     assert decide(inc, memory, Observation(in_sync)).submit == {P0: (1, 3, 4)}
+
+
+def test_a_move_of_another_resource_is_reported_with_its_name_not_as_external() -> None:
+    v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (1, 3))})
+    d = decide(intent({P0: (2, 3)}), Memory(), Observation(v, claimed_by_others={P0: "ns/first"}))
+    assert [(c.partition, c.holder) for c in d.conflicts] == [(P0, "ns/first")]

@@ -120,7 +120,7 @@ def _kp_refusal(error: type[kafka_errors.KafkaError] | kafka_errors.KafkaError) 
     description = str(getattr(error, "description", "") or "")
     detail = str(error) if isinstance(error, kafka_errors.KafkaError) else ""
     # kafka-python's text carries the whole request; Kafka's own words are the part worth keeping.
-    said = re.search(r"needs \w+ permission|error_message='([^']{1,200})", detail)
+    said = re.search(r"needs \w+ permission", detail) or re.search(r"error_message='([^']{1,200})", detail)
     message = description + (f" ({said.group(0).removeprefix('error_message=')})" if said else "")
     return KafkaRefusal(code=code, message=message,
                         retriable=bool(getattr(error, "retriable", False)) or refusal(code).retriable)

@@ -307,10 +307,15 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
 
 
 def _stopping(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
-    mine = _owned_in_flight(memory, observed.view)
-    if mine:
-        return Decision(Phase.STOPPING, "Stopping", f"cancelling {len(mine)} move(s) in flight (KIP-455)",
-                        cancel=mine)
+    view = observed.view
+    mine = _owned_in_flight(memory, view)
+    # Reverting never cancels a move whose original replicas are all out of sync: the partition would be left with
+    # no in-sync replica. Such a move runs on and is reported as skipped (KIP-236).
+    unsafe = {tp: reason for tp in mine if (reason := _unsafe_to_cancel(tp, view))} if intent.revert_on_stop else {}
+    to_cancel = tuple(tp for tp in mine if tp not in unsafe)
+    if to_cancel:
+        return Decision(Phase.STOPPING, "Stopping", f"cancelling {len(to_cancel)} move(s) in flight (KIP-455)",
+                        cancel=to_cancel, skipped=unsafe)
     if intent.revert_on_stop and memory.phase is Phase.STOPPING:
         # Start reverting at once; the next tick, in Reverting, reports Reverted or Failed.
         reverting = _with_memory(memory, phase=Phase.REVERTING, owned={}, failures={})
@@ -324,10 +329,14 @@ def _reverting(intent: Intent, memory: Memory, observed: Observation, admit: Adm
     skipped: dict[TopicPartition, str] = {}
     for tp, original in memory.originals.items():
         state = view.partitions.get(tp)
+        offline = [b for b in original if b not in view.brokers]
+        in_flight = tp in view.ongoing and view.ongoing[tp].target != original
         if state is None:
             skipped[tp] = "the partition no longer exists"
-        elif state.replicas != original and not set(original) & set(state.isr):
-            skipped[tp] = f"none of the original replicas {list(original)} is in sync (ISR {list(state.isr)})"
+        elif in_flight and (reason := _unsafe_to_cancel(tp, view)):
+            skipped[tp] = reason
+        elif offline:
+            skipped[tp] = f"original replica broker(s) {offline} are not live: the move back could not complete"
         else:
             targets[tp] = Target(original)
     classification = classify(targets, memory.owned, view, incremental=intent.incremental)
@@ -356,11 +365,21 @@ _HANDLERS: Mapping[Phase, Callable[[Intent, Memory, Observation, Admit], Decisio
 
 
 def _conflicts(classification: Classification, observed: Observation, memory: Memory) -> list[Conflict]:
-    found = [Conflict(tp, "external") for tp in classification.of(PartitionStatus.EXTERNAL)]
+    # A move started by another PartitionReassignment is reported with that resource's name, not as "external".
+    found = [Conflict(tp, "external") for tp in classification.of(PartitionStatus.EXTERNAL)
+             if tp not in observed.claimed_by_others]
     found += [Conflict(tp, holder) for tp, holder in observed.claimed_by_others.items()
               if tp in classification.status and tp not in memory.owned
               and classification.status[tp] is not PartitionStatus.COMPLETED]
     return sorted(found, key=lambda c: c.partition)
+
+
+def _unsafe_to_cancel(tp: TopicPartition, view: ClusterView) -> str | None:
+    ongoing, state = view.ongoing.get(tp), view.partitions.get(tp)
+    if ongoing is None or state is None or set(ongoing.original) & set(state.isr):
+        return None
+    return (f"all original replicas {list(ongoing.original)} are out of sync (ISR {list(state.isr)}): cancelling "
+            f"the move would leave no in-sync replica, so it runs on")
 
 
 def _owned_in_flight(memory: Memory, view: ClusterView) -> tuple[TopicPartition, ...]:

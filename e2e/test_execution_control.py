@@ -1,0 +1,172 @@
+"""Execution control on the real cluster (issue 5): in-flight limits, throttles, incremental moves, revert, leaders."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka.admin import KafkaAdminClient
+
+from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
+from e2e.kube_support import Resources
+from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
+
+KPR = "PartitionReassignment"
+pytestmark = pytest.mark.usefixtures("kpo_operator")
+
+
+class Sampler:
+    """Samples ListPartitionReassignments of one topic every 100 ms on a thread."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        self.topic = topic
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        self.samples: list[dict[int, dict[str, list[int]]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            raw = self.admin.list_partition_reassignments()
+            self.samples.append({tp.partition: v for tp, v in raw.items() if tp.topic == self.topic})
+            time.sleep(0.1)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.admin.close()
+
+
+def test_max_moves_per_broker_is_never_exceeded(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                topic_name: str, resources: Resources) -> None:
+    assignment = [[1 + p % 3] for p in range(30)]
+    create_topic(kafka_admin, topic_name, 30, assignment=assignment)
+    fill(bootstrap_servers, topic_name, list(range(30)), messages=20)
+    targets = {p: [1 + (p + 1) % 3] for p in range(30)}
+    with Sampler(bootstrap_servers, topic_name) as sampler:
+        resources.create(KPR, "one-per-broker", {"partitions": spec_partitions(topic_name, targets),
+                                                 "execution": {"maxMovesPerBroker": 1}})
+        resources.wait_phase(KPR, "one-per-broker", "Succeeded", timeout=240)
+    busy = [s for s in sampler.samples if s]
+    assert busy, "no move was ever seen in flight"
+    for sample in sampler.samples:
+        per_broker = Counter(b for move in sample.values() for b in move["replicas"])
+        assert max(per_broker.values(), default=0) <= 1, f"two moves share a broker: {sample}"
+    assert {p: r for p, r in replicas_of(kafka_admin, topic_name).items()} == targets
+
+
+def _broker_rate(admin: AdminClient, broker: int) -> str | None:
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
+    entry = entries.get("leader.replication.throttled.rate")
+    return None if entry is None or entry.is_default else str(entry.value)
+
+
+def _topic_list(admin: AdminClient, topic: str, key: str) -> set[str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
+    value = entries[key].value or ""
+    return {e for e in value.split(",") if e}
+
+
+def _set(admin: AdminClient, kind: ConfigResource.Type, name: str, key: str, value: str | None) -> None:
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    resource = ConfigResource(kind, name, incremental_configs=[ConfigEntry(key, value or "", incremental_operation=op)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
+def test_throttles_set_while_moving_removed_after_and_others_kept(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                                  topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1], [2]])
+    fill(bootstrap_servers, topic_name, [0, 1])
+    # Someone's own throttles, set beforehand: a rate on broker 3 and an entry on the topic.
+    _set(kafka_admin, ConfigResource.Type.BROKER, "3", "leader.replication.throttled.rate", "777777")
+    _set(kafka_admin, ConfigResource.Type.TOPIC, topic_name, "leader.replication.throttled.replicas", "9:9")
+    try:
+        resources.create(KPR, "throttled", {"partitions": spec_partitions(topic_name, {0: [2], 1: [1]}),
+                                            "execution": {"throttle": 50_000}})
+        wait_for(lambda: len(ongoing(bootstrap_servers, topic_name)) == 2, 60, "both moves in flight")
+        wait_for(lambda: _broker_rate(kafka_admin, 1) == "50000" and _broker_rate(kafka_admin, 2) == "50000", 30,
+                 "kpo's rate on brokers 1 and 2")
+        assert _broker_rate(kafka_admin, 3) == "777777", "someone else's rate is not overridden"
+        # Existing replicas serve the copies (leader side), new ones fetch them (follower side); 9:9 was there.
+        wait_for(lambda: _topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas")
+                 == {"9:9", "0:1", "1:2"}, 30, "kpo's leader entries appended to the pre-existing one")
+        wait_for(lambda: _topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas")
+                 == {"0:2", "1:1"}, 30, "kpo's follower entries")
+        status = resources.status(KPR, "throttled")
+        assert status["throttle"]["rate"] == 50_000 and status["throttle"]["brokers"] == [1, 2]
+        # Let the moves finish: kpo's throttle is still set while they run.
+        assert ongoing(bootstrap_servers, topic_name)
+        resources.patch_spec(KPR, "throttled", {"execution": {"throttle": 5_000_000}})
+        status = resources.wait_phase(KPR, "throttled", "Succeeded", timeout=120)
+        assert "throttle" not in status or status["throttle"] is None
+        wait_for(lambda: _broker_rate(kafka_admin, 1) is None and _broker_rate(kafka_admin, 2) is None, 30,
+                 "kpo's rates to be removed")
+        assert _broker_rate(kafka_admin, 3) == "777777"
+        wait_for(lambda: _topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas") == {"9:9"},
+                 30, "only the pre-existing leader entry to remain")
+        wait_for(lambda: _topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == set(),
+                 30, "kpo's follower entries to be removed")
+        assert "ThrottleRemoved" in [e.reason for e in resources.events("throttled")]
+    finally:
+        _set(kafka_admin, ConfigResource.Type.BROKER, "3", "leader.replication.throttled.rate", None)
+
+
+def test_incremental_moves_one_replica_at_a_time(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                 topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1], [2]])
+    fill(bootstrap_servers, topic_name, [0, 1], messages=60)
+    targets = {0: [3, 2, 1], 1: [3, 1]}  # RF 1 -> 3 and RF 1 -> 2, leadership moving to broker 3
+    with throttled(kafka_admin, topic_name, rate=300_000), Sampler(bootstrap_servers, topic_name) as sampler:
+        resources.create(KPR, "stepwise", {"partitions": spec_partitions(topic_name, targets),
+                                           "execution": {"strategy": "Incremental"}})
+        resources.wait_phase(KPR, "stepwise", "Succeeded", timeout=240)
+    seen = [s for s in sampler.samples if s]
+    assert seen, "no step was ever seen in flight"
+    for sample in seen:
+        for partition, move in sample.items():
+            assert len(move["adding_replicas"]) <= 1, f"more than one new replica at once: {move}"
+            assert len(move["replicas"]) <= len(targets[partition]) + 1, f"replica set above RF+1: {move}"
+    assert replicas_of(kafka_admin, topic_name) == targets
+
+
+def test_revert_restores_every_original_including_completed(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                            topic_name: str, resources: Resources) -> None:
+    original = {0: [1], 1: [2], 2: [3]}
+    create_topic(kafka_admin, topic_name, 3, assignment=[original[p] for p in range(3)])
+    fill(bootstrap_servers, topic_name, [1, 2])
+    with throttled(kafka_admin, topic_name):
+        resources.create(KPR, "undo", {"partitions": spec_partitions(topic_name, {0: [2], 1: [3], 2: [1]}),
+                                       "onStop": "Revert"})
+        wait_for(lambda: resources.status(KPR, "undo").get("progress", {}).get("completed") == 1, 60,
+                 "p0 to complete while p1 and p2 are in flight")
+        assert replicas_of(kafka_admin, topic_name)[0] == [2]
+        resources.patch_spec(KPR, "undo", {"stop": True})
+        status = resources.wait_phase(KPR, "undo", "Reverted", timeout=120)
+    assert replicas_of(kafka_admin, topic_name) == original
+    assert ongoing(bootstrap_servers, topic_name) == {}
+    assert status["skipped"] == []
+    reasons = [e.reason for e in resources.events("undo")]
+    assert "Reverting" in reasons and "Reverted" in reasons
+
+
+def test_elect_leaders_after_puts_leadership_on_the_first_target_replica(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1, 2], [1, 2]])
+    targets = {0: [2, 1], 1: [3, 2]}
+    resources.create(KPR, "leaders", {"partitions": spec_partitions(topic_name, targets),
+                                      "execution": {"electLeadersAfter": True}})
+    status = resources.wait_phase(KPR, "leaders", "Succeeded", timeout=90)
+    described = describe_topic(kafka_admin, topic_name)
+    assert {p: leader for p, (_, leader, _) in described.items()} == {0: 2, 1: 3}
+    assert status["leaderElection"]["failed"] == 0
+    assert status["leaderElection"]["elected"] + status["leaderElection"]["alreadyPreferred"] == 2
