@@ -113,3 +113,13 @@ def test_conditions_keep_transition_time_while_status_is_unchanged() -> None:
     assert [c["message"] for c in second] == ["2/3"] * 3
     final = {c["type"]: (c["status"], c["lastTransitionTime"], c["observedGeneration"]) for c in third}
     assert final == {"Ready": ("True", "t3", 2), "Progressing": ("False", "t3", 2), "Stalled": ("False", "t1", 2)}
+
+
+def test_write_rates_come_from_size_growth_and_never_go_negative() -> None:
+    from kpo.scheduler import WriteRates
+
+    rates = WriteRates()
+    assert rates.observe({P0: 1000, P1: 5000}, now=100.0) == {}
+    assert rates.observe({P0: 3000, P1: 4000}, now=102.0) == {P0: 1000.0, P1: 0.0}
+    # Observations closer than a second apart do not reset the baseline.
+    assert rates.observe({P0: 3100, P1: 4000}, now=102.5) == {P0: 1000.0, P1: 0.0}

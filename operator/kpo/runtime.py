@@ -18,7 +18,7 @@ from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
-from kpo.scheduler import ClusterScheduler
+from kpo.scheduler import ClusterScheduler, WriteRates
 
 
 def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnection, namespace: str
@@ -51,6 +51,7 @@ class OperatorContext:
     api: client.ApiClient
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
     _schedulers: dict[str, ClusterScheduler] = field(default_factory=dict)
+    _write_rates: dict[str, WriteRates] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -89,6 +90,10 @@ class OperatorContext:
                     stale_after_seconds=max(30.0, 10 * self.config.poll_interval_seconds))
                 self._schedulers[cluster] = found
             return found
+
+    def write_rates(self, cluster: str) -> WriteRates:
+        with self._lock:
+            return self._write_rates.setdefault(cluster, WriteRates())
 
     def forget_kafka(self, cluster_ref: str | None) -> None:
         with self._lock:

@@ -41,7 +41,8 @@ class ClusterScheduler:
               ) -> list[TopicPartition]:
         """The partitions among ``candidates`` that ``owner`` may submit now."""
         moves = [Move(owner=owner, partition=c.partition, current=c.current, target=c.target,
-                      size_bytes=c.size_bytes, position=c.position, leader=c.leader) for c in candidates]
+                      size_bytes=c.size_bytes, position=c.position, leader=c.leader, write_rate=c.write_rate)
+                 for c in candidates]
         in_flight = [Move(owner=holders.get(tp, FOREIGN), partition=tp, current=o.original, target=o.target)
                      for tp, o in ongoing.items()]
         now = time.monotonic()
@@ -60,3 +61,29 @@ class ClusterScheduler:
     def forget(self, owner: Owner) -> None:
         with self._lock:
             self._entries.pop(owner, None)
+
+
+class WriteRates:
+    """Bytes/s written to each partition, from the growth of its largest replica between two observations.
+
+    The scheduler needs them: a new replica catches up only while its share of the throttle exceeds the partition's
+    write rate, and a slot refilled at once would starve a hot partition for ever. Sizes come with every tick
+    (DescribeLogDirs) anyway, so this costs no extra call. After a restart the first tick knows no rates yet.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[TopicPartition, tuple[int, float]] = {}
+        self._rates: dict[TopicPartition, float] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, sizes: Mapping[TopicPartition, int], now: float | None = None) -> dict[TopicPartition, float]:
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            for tp, size in sizes.items():
+                before = self._last.get(tp)
+                if before is not None and at - before[1] >= 1.0:
+                    # Retention and compaction shrink logs: a shrinking partition is not read as negative writes.
+                    self._rates[tp] = max(0.0, (size - before[0]) / (at - before[1]))
+                if before is None or at - before[1] >= 1.0:
+                    self._last[tp] = (size, at)
+            return {tp: self._rates[tp] for tp in sizes if tp in self._rates}

@@ -108,6 +108,8 @@ class ClusterView:
     # Log dirs per broker, from DescribeLogDirs.
     log_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     topics: frozenset[str] = frozenset()
+    # Bytes/s producers write to each partition, estimated from the growth of its size between observations.
+    write_rates: dict[TopicPartition, float] = field(default_factory=dict)
 
     def partition_size(self, tp: TopicPartition) -> int:
         """The bytes a new replica of ``tp`` must copy: the largest replica's size (the leader's, when in sync)."""

@@ -90,6 +90,7 @@ class Candidate:
     size_bytes: int
     leader: int | None
     position: int  # index in the spec, for AsGiven
+    write_rate: float = 0.0  # bytes/s written to the partition: a move must out-run it to catch up
 
 
 class PartitionStatus(Enum):

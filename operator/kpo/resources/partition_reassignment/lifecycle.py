@@ -276,7 +276,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         step = next_submission(targets[tp].replicas, state, incremental)
         if step is not None:
             candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,
-                                        position[tp]))
+                                        position[tp], view.write_rates.get(tp, 0.0)))
     by_partition = {c.partition: c for c in candidates}
     admitted = [tp for tp in admit(candidates) if tp in by_partition]
     submit = {**retarget, **{tp: by_partition[tp].target for tp in admitted}}

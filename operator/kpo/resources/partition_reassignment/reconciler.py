@@ -90,6 +90,7 @@ class Ports:
     claimed_by_others: Callable[[], dict[TopicPartition, str]]
     others_throttles: Callable[[], list[ThrottleJournal]]
     schedule: Callable[[Sequence[Candidate], ClusterView], Sequence[TopicPartition]]
+    write_rates: Callable[[Mapping[TopicPartition, int]], dict[TopicPartition, float]] = lambda _sizes: {}
 
 
 def _needs_tick(intent: Intent, memory: Memory, status: Mapping[str, Any]) -> bool:
@@ -113,6 +114,8 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         intent.generation != memory.observed_generation
     try:
         view = observe(kafka, partitions, with_configs=validating)
+        sizes = {tp: view.partition_size(tp) for tp in view.partitions}
+        view = replace(view, write_rates=ports.write_rates(sizes))
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
         decision = decide(intent, memory, observation, lambda candidates: ports.schedule(candidates, view))
     except KafkaUnavailable as exc:
