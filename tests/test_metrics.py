@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -91,11 +92,17 @@ def test_throttled_brokers_come_from_the_status_throttle_journal() -> None:
     tick("a", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [1, 2]}})
     tick("b", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [2, 3]}})
     assert sample("kpo_throttles_active", cluster="default") == 3
+    assert sample("kpo_throttled_resources", cluster="default") == 2
+    tick("c", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [], "topics": {"t": {}}}})
+    assert sample("kpo_throttled_resources", cluster="default") == 3  # replica throttles only: still in place
+    assert sample("kpo_throttles_active", cluster="default") == 3
+    tick("c", {}, {"phase": "Succeeded", "throttle": None})
     tick("a", {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [1, 2]}}, {"phase": "Succeeded"})
     assert sample("kpo_throttles_active", cluster="default") == 3  # still in the status: still set
     tick("a", {"phase": "Succeeded", "throttle": {"brokers": [1, 2]}}, {"throttle": None})
-    tick("b", {"phase": "Executing"}, {"phase": "Succeeded", "throttle": {"rate": 0, "brokers": []}})
+    tick("b", {"phase": "Executing"}, {"phase": "Succeeded", "throttle": None})
     assert sample("kpo_throttles_active", cluster="default") == 0
+    assert sample("kpo_throttled_resources", cluster="default") == 0
 
 
 def test_throttled_brokers_count_once_per_cluster() -> None:
@@ -172,11 +179,26 @@ def test_kafka_refusals_reported_as_events_are_counted() -> None:
         def __init__(self, reason: str) -> None:
             self.reason = reason
 
+    class Outcome:
+        events = (Event("KafkaRefused"), Event("Started"))
+        decision = None
+
     labels = {"kind": KIND, "cluster": "ev", "reason": "KafkaRefused"}
     start = sample("kpo_kafka_errors_total", **labels) or 0.0
     with metrics.reconcile(KIND, "a", status={}, patch={}, cluster="ev") as scope:
-        scope.settle({}, [Event("KafkaRefused"), Event("Started")])
+        scope.settle({}, Outcome())
     assert sample("kpo_kafka_errors_total", **labels) == start + 1
+
+
+def test_originals_recorded_by_this_tick_count_for_the_per_broker_gauge() -> None:
+    outcome = SimpleNamespace(events=(), decision=SimpleNamespace(save_originals={TopicPartition("t", 0): (1, 2)}))
+    patch: dict[str, Any] = {}
+    with metrics.reconcile(KIND, "a", status={}, patch=patch, cluster="default") as scope:
+        patch["status"] = {"phase": "Executing", "inFlight": in_flight(("t", 0, [2, 3]))}
+        scope.settle({}, outcome)
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="1") == 1
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="3") == 1
+    assert sample("kpo_broker_moves_in_flight", cluster="default", broker="2") is None
 
 
 def test_exposition_names_every_family() -> None:
@@ -185,5 +207,6 @@ def test_exposition_names_every_family() -> None:
     text = generate_latest(metrics.REGISTRY).decode()
     for family in ("kpo_reconcile_duration_seconds", "kpo_bytes_moved_total", "kpo_kafka_errors_total",
                    "kpo_kubernetes_api_errors_total", "kpo_resources", "kpo_moves_in_flight",
-                   "kpo_broker_moves_in_flight", "kpo_throttles_active", "kpo_phase_transitions_total"):
+                   "kpo_broker_moves_in_flight", "kpo_throttles_active", "kpo_throttled_resources",
+                   "kpo_phase_transitions_total"):
         assert f"# TYPE {family.removesuffix('_total')}" in text, family

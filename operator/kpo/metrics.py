@@ -13,7 +13,7 @@ Handlers record through :func:`reconcile`, a context manager around one tick of 
 
     with metrics.reconcile("PartitionReassignment", uid, status=status, patch=patch, cluster=cluster) as scope:
         ...  # the tick: reads status, writes patch.status
-        scope.settle(originals, events)  # optional: per-broker moves and Kafka refusals the tick saw
+        scope.settle(originals, outcome)  # optional: per-broker moves and Kafka refusals the tick saw
 
 It times the tick, counts the exception that escapes it (Kafka or Kubernetes API error), and, on the way out, reads
 the phase, the moves in flight and ``progress.bytesMoved`` from the status the tick is about to write (or the status
@@ -74,8 +74,11 @@ class Snapshot:
     moves_in_flight: int = 0
     # Broker id -> moves of this resource that keep that broker busy (it gets a new replica or drops one).
     broker_moves: Mapping[int, int] = field(default_factory=dict)
-    # Brokers on which this resource has set a replication throttle.
+    # Brokers on which this resource has set a replication throttle rate.
     throttled_brokers: frozenset[int] = frozenset()
+    # Whether the resource has any throttle in place: rates, or only throttled-replica entries (when someone else
+    # had already set a broker's rate, kpo adds its replicas to the throttle but leaves that rate alone).
+    holds_throttle: bool = False
     seen: float = 0.0
 
 
@@ -132,7 +135,10 @@ class ResourceStates(Collector):
                                        "Moves in flight that keep a broker busy (it gains or drops a replica).",
                                        labels=["cluster", "broker"])
         throttles = GaugeMetricFamily("kpo_throttles_active",
-                                      "Brokers on which kpo has a replication throttle set.", labels=["cluster"])
+                                      "Brokers on which kpo has a replication throttle rate set.", labels=["cluster"])
+        throttling = GaugeMetricFamily("kpo_throttled_resources",
+                                       "Resources with a replication throttle in place (rates or throttled replicas).",
+                                       labels=["cluster"])
         for cluster in sorted(clusters):
             mine = [s for s in snapshots if s.cluster == cluster]
             in_flight.add_metric([cluster], sum(s.moves_in_flight for s in mine))
@@ -142,7 +148,8 @@ class ResourceStates(Collector):
             for broker, count in sorted(brokers.items()):
                 per_broker.add_metric([cluster, str(broker)], count)
             throttles.add_metric([cluster], len(frozenset().union(*(s.throttled_brokers for s in mine))))
-        yield from (resources, in_flight, per_broker, throttles)
+            throttling.add_metric([cluster], sum(1 for s in mine if s.holds_throttle))
+        yield from (resources, in_flight, per_broker, throttles, throttling)
 
 
 STATES = ResourceStates()
@@ -239,7 +246,9 @@ def set_throttled_brokers(uid: str, brokers: Iterable[int]) -> None:
     """For kinds whose status has no ``throttle`` journal: the brokers this resource throttles now (empty: none)."""
     snapshot = STATES.get(uid)
     if snapshot is not None:
-        STATES.put(uid, Snapshot(**{**snapshot.__dict__, "throttled_brokers": frozenset(brokers)}))
+        throttled = frozenset(brokers)
+        STATES.put(uid, Snapshot(**{**snapshot.__dict__, "throttled_brokers": throttled,
+                                    "holds_throttle": bool(throttled)}))
 
 
 def forget(uid: str) -> None:
@@ -257,12 +266,13 @@ class Scope:
         self.patch = patch
         self.originals: Mapping[TopicPartition, Replicas] = {}
 
-    def settle(self, originals: Mapping[TopicPartition, Replicas] = {},
-               events: Iterable[Any] = ()) -> None:
-        """What only the handler knows: the original replicas (for per-broker counts) and the Events of the tick
-        (Kafka refusals reported in status rather than raised)."""
-        self.originals = originals
-        for event in events:
+    def settle(self, originals: Mapping[TopicPartition, Replicas] = {}, outcome: Any = None) -> None:
+        """What only the handler knows: the original replicas (for per-broker counts) and the tick's outcome —
+        its Events (Kafka refusals reported in status rather than raised) and the originals it has just recorded
+        (on a resource's first tick the rollback record does not exist yet when the handler loads it)."""
+        recorded_now = getattr(getattr(outcome, "decision", None), "save_originals", None) or {}
+        self.originals = {**recorded_now, **originals}
+        for event in getattr(outcome, "events", None) or ():
             reason = str(getattr(event, "reason", ""))
             if reason in KAFKA_EVENT_REASONS:
                 KAFKA_ERRORS.labels(self.kind, self.cluster, reason).inc()
@@ -283,11 +293,14 @@ class Scope:
         in_flight = list(after.get("inFlight") or [])
         previous = STATES.get(self.uid)
         throttled = previous.throttled_brokers if previous is not None else frozenset()
-        if "throttle" in after:  # the resource's throttle journal (status.throttle.brokers): what kpo set, exactly
+        holds = previous.holds_throttle if previous is not None else False
+        if "throttle" in after:  # the resource's throttle journal (status.throttle): what kpo set, exactly
             throttled = frozenset(int(b) for b in (after.get("throttle") or {}).get("brokers") or ())
+            holds = bool(after.get("throttle"))
         STATES.put(self.uid, Snapshot(
             kind=self.kind, cluster=self.cluster, phase=phase, moves_in_flight=len(in_flight),
-            broker_moves=broker_moves(in_flight, self.originals), throttled_brokers=throttled))
+            broker_moves=broker_moves(in_flight, self.originals), throttled_brokers=throttled,
+            holds_throttle=holds))
 
 
 @contextlib.contextmanager

@@ -133,7 +133,7 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         except KafkaRequestRefused as exc:
             logger.warning("Kafka refused a read: %s", exc)
             raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
-        tick_metrics.settle(originals, outcome.events if outcome is not None else ())
+        tick_metrics.settle(originals, outcome)
         if outcome is None:
             return
         if any(e.reason == "KafkaUnavailable" for e in outcome.events):
