@@ -27,7 +27,8 @@ from kafka.structs import TopicPartition as KpTopicPartition
 from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
-from e2e.reassignment_support import KeyedProducer, fill, ongoing, read_log, spec_partitions, throttled
+from e2e.reassignment_support import KeyedProducer, fill, kafka, ongoing, read_log, spec_partitions, throttled
+from kpo.domain.model import TopicPartition as TopicPartitionKey
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import LIMITED_USER
 
@@ -326,3 +327,26 @@ def test_kafka_refusal_surfaces_as_failed(kafka_admin: AdminClient, bootstrap_se
                                     g.permission_type) for g in grants]
         for future in kafka_admin.delete_acls(filters).values():
             future.result(timeout=30)
+
+
+def test_log_dirs_are_honoured(testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str,
+                               topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1], [1]])
+    fill(bootstrap_servers, topic_name, [0, 1], messages=20)
+    adapter = kafka(bootstrap_servers)
+    current, _ = adapter.replica_log_dirs([topic_name])
+    dirs1 = [str(d) for d in testbed.state.kafka.log_dirs(1)]
+    dirs2 = [str(d) for d in testbed.state.kafka.log_dirs(2)]
+    tp0, tp1 = TopicPartitionKey(topic_name, 0), TopicPartitionKey(topic_name, 1)
+    # p0 stays on broker 1 but changes dir; p1 moves to broker 2, into a named dir.
+    other_dir = next(d for d in dirs1 if d != current[(tp0, 1)])
+    resources.create(KPR, "dirs", {"partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [1], "logDirs": [other_dir]},
+        {"topic": topic_name, "partition": 1, "replicas": [2], "logDirs": [dirs2[1]]},
+    ]})
+    resources.wait_phase(KPR, "dirs", "Succeeded", timeout=120)
+    current, future = adapter.replica_log_dirs([topic_name])
+    assert current[(tp0, 1)] == other_dir
+    assert current[(tp1, 2)] == dirs2[1]
+    assert future == {}
+    assert replicas_of(kafka_admin, topic_name) == {0: [1], 1: [2]}

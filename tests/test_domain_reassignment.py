@@ -16,6 +16,7 @@ from kpo.domain.reassignment import (
     rollback_document,
     validate,
 )
+from kpo.scheduler import WriteRates
 
 P0, P1, P2, P3 = (TopicPartition("t", i) for i in range(4))
 
@@ -116,8 +117,6 @@ def test_conditions_keep_transition_time_while_status_is_unchanged() -> None:
 
 
 def test_write_rates_come_from_size_growth_and_never_go_negative() -> None:
-    from kpo.scheduler import WriteRates
-
     rates = WriteRates()
     assert rates.observe({P0: 1000, P1: 5000}, now=100.0) == {}
     assert rates.observe({P0: 3000, P1: 4000}, now=102.0) == {P0: 1000.0, P1: 0.0}

@@ -297,3 +297,25 @@ def test_a_move_of_another_resource_is_reported_with_its_name_not_as_external() 
     v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (1, 3))})
     d = decide(intent({P0: (2, 3)}), Memory(), Observation(v, claimed_by_others={P0: "ns/first"}))
     assert [(c.partition, c.holder) for c in d.conflicts] == [(P0, "ns/first")]
+
+
+# ---------------------------------------------------------------------------------------------------- Log dirs
+
+
+def test_a_replica_on_its_broker_but_in_another_log_dir_is_moved_and_not_yet_done() -> None:
+    logged = Intent(generation=1, targets={P0: Target((1, 2), ("/b1", "any"))})
+    v = view({P0: (1, 2)})
+    v = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, min_insync=v.min_insync,
+                    log_dirs={1: frozenset({"/a1", "/b1"}), 2: frozenset({"/a2"})},
+                    replica_dirs={(P0, 1): "/a1", (P0, 2): "/a2"})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, originals={P0: (1, 2)})
+    d = decide(logged, memory, Observation(v))
+    assert d.phase is Phase.EXECUTING
+    assert d.move_dirs == {(P0, 1): "/b1"}
+    moving = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, log_dirs=v.log_dirs,
+                         replica_dirs=v.replica_dirs, future_dirs={(P0, 1): "/b1"})
+    d = decide(logged, memory, Observation(moving))
+    assert d.phase is Phase.EXECUTING and not d.move_dirs, "a dir move in progress is not asked for twice"
+    done = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, log_dirs=v.log_dirs,
+                       replica_dirs={(P0, 1): "/b1", (P0, 2): "/a2"})
+    assert decide(logged, memory, Observation(done)).phase is Phase.SUCCEEDED

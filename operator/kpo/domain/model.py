@@ -108,6 +108,10 @@ class ClusterView:
     # Log dirs per broker, from DescribeLogDirs.
     log_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     topics: frozenset[str] = frozenset()
+    # The log dir each replica lives in, and the dir a replica is being moved to (AlterReplicaLogDirs in progress),
+    # read only when some target names log dirs.
+    replica_dirs: dict[tuple[TopicPartition, int], str] = field(default_factory=dict)
+    future_dirs: dict[tuple[TopicPartition, int], str] = field(default_factory=dict)
     # Bytes/s producers write to each partition, estimated from the growth of its size between observations.
     write_rates: dict[TopicPartition, float] = field(default_factory=dict)
 

@@ -98,7 +98,16 @@ class PartitionStatus(Enum):
     IN_FLIGHT = "InFlight"  # moving towards this CR's current target, started by kpo for this CR
     RETARGET = "Retarget"  # moving, started by kpo for this CR, but towards a target the spec no longer asks for
     PENDING = "Pending"  # not moving and not at its target yet
+    LOG_DIRS = "LogDirs"  # on its target brokers, but some replica is not (yet) in the log dir the spec names
     EXTERNAL = "External"  # moving because someone else started it: never overridden
+
+
+def misplaced_dirs(tp: TopicPartition, target: Target, view: ClusterView) -> dict[tuple[TopicPartition, int], str]:
+    """Replicas of ``tp`` not in the log dir the target names ("any" names none): replica -> wanted dir."""
+    if target.log_dirs is None:
+        return {}
+    return {(tp, broker): wanted for broker, wanted in zip(target.replicas, target.log_dirs, strict=False)
+            if wanted != "any" and view.replica_dirs.get((tp, broker)) != wanted}
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,7 @@ def classify(targets: Targets, owned: Mapping[TopicPartition, Replicas], view: C
             continue
         current = view.partitions.get(tp)
         if current is not None and current.replicas == target.replicas:
-            status[tp] = PartitionStatus.COMPLETED
+            status[tp] = PartitionStatus.LOG_DIRS if misplaced_dirs(tp, target, view) else PartitionStatus.COMPLETED
         else:
             status[tp] = PartitionStatus.PENDING
     dropped = tuple(
@@ -198,6 +207,9 @@ def progress(targets: Targets, originals: Mapping[TopicPartition, Replicas], cla
         elif state in (PartitionStatus.IN_FLIGHT, PartitionStatus.RETARGET):
             in_flight += 1
             bytes_moved += sum(min(size, view.replica_sizes.get((tp, b), 0)) for b in new_brokers)
+        elif state is PartitionStatus.LOG_DIRS:
+            in_flight += 1
+            bytes_moved += size * len(new_brokers)
         else:
             pending += 1
     return Progress(total=len(targets), completed=completed, in_flight=in_flight, pending=pending,

@@ -62,6 +62,7 @@ from kpo.domain.reassignment import (
     Target,
     Targets,
     classify,
+    misplaced_dirs,
     validate,
 )
 
@@ -155,6 +156,8 @@ class Decision:
     problems: tuple[Problem, ...] = ()
     conflicts: tuple[Conflict, ...] = ()
     skipped: dict[TopicPartition, str] = field(default_factory=dict)
+    # Replicas to move between their broker's log dirs (AlterReplicaLogDirs): (partition, broker) -> dir.
+    move_dirs: dict[tuple[TopicPartition, int], str] = field(default_factory=dict)
     # The targets this step worked towards: the spec's, or the original replicas while reverting.
     targets: Mapping[TopicPartition, Target] = field(default_factory=dict)
     classification: Classification | None = None
@@ -280,14 +283,19 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
     by_partition = {c.partition: c for c in candidates}
     admitted = [tp for tp in admit(candidates) if tp in by_partition]
     submit = {**retarget, **{tp: by_partition[tp].target for tp in admitted}}
+    # On their brokers but not in the log dirs the spec names: ask the brokers to move them (once per dir move).
+    move_dirs = {key: wanted for tp in classification.of(PartitionStatus.LOG_DIRS)
+                 for key, wanted in misplaced_dirs(tp, targets[tp], view).items()
+                 if view.future_dirs.get(key) != wanted}
+    dir_moving = bool(classification.of(PartitionStatus.LOG_DIRS))
     # Original replicas are written down before the first move of a partition is sent, never overwritten afterwards.
     save = {tp: observed.view.partitions[tp].replicas for tp in submit
             if tp not in memory.originals and tp in observed.view.partitions}
     done = all(s is PartitionStatus.COMPLETED for tp, s in classification.status.items() if tp not in failed)
-    running = bool(in_flight or submit or cancel or pending or blocked)
+    running = bool(in_flight or submit or cancel or pending or blocked or dir_moving)
     base = Decision(phase, "", "", save_originals=save, cancel=tuple(sorted(cancel)), submit=submit,
-                    conflicts=tuple(conflicts), classification=classification, skipped=dict(skipped or {}),
-                    targets=targets)
+                    move_dirs=move_dirs, conflicts=tuple(conflicts), classification=classification,
+                    skipped=dict(skipped or {}), targets=targets)
     final = Phase.REVERTED if phase is Phase.REVERTING else Phase.SUCCEEDED
     if done and not running and not failed:
         verb = "reverted to its original replicas" if final is Phase.REVERTED else "has its target replicas"

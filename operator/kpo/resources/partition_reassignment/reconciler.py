@@ -49,7 +49,8 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool) -> ClusterView:
+def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool, with_dirs: bool = False
+            ) -> ClusterView:
     """The slice of the cluster one tick needs, read fresh from Kafka."""
     topics = {tp.topic for tp in partitions}
     brokers = kafka.brokers()
@@ -62,8 +63,10 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
     if with_configs and present:
         configs = kafka.topic_configs(present, ["min.insync.replicas"])
         min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
+    replica_dirs, future_dirs = kafka.replica_log_dirs(present) if with_dirs else ({}, {})
     return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=sizes,
-                       min_insync=min_insync, log_dirs=log_dirs, topics=frozenset(names))
+                       min_insync=min_insync, log_dirs=log_dirs, topics=frozenset(names),
+                       replica_dirs=replica_dirs, future_dirs=future_dirs)
 
 
 def rollback_config_map_name(body: Mapping[str, Any]) -> str:
@@ -113,7 +116,8 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     validating = memory.phase in TERMINAL or memory.phase is Phase.PENDING or \
         intent.generation != memory.observed_generation
     try:
-        view = observe(kafka, partitions, with_configs=validating)
+        with_dirs = any(t.log_dirs for t in intent.targets.values())
+        view = observe(kafka, partitions, with_configs=validating, with_dirs=with_dirs)
         sizes = {tp: view.partition_size(tp) for tp in view.partitions}
         view = replace(view, write_rates=ports.write_rates(sizes))
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
@@ -193,11 +197,19 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     # 4. New and re-targeted moves.
     if decision.submit:
         _submit(body, kafka, decision, effects)
-    # 5. Preferred leaders for the moved partitions, before the resource reports success.
+    # 5. Replicas that sit on their target brokers but in another log dir than the spec names.
+    if decision.move_dirs:
+        log.info("%s: moving %d replica(s) between log dirs", _key(body), len(decision.move_dirs))
+        for (tp, broker), answer in kafka.alter_replica_log_dirs(decision.move_dirs).items():
+            if answer is not None and not answer.retriable:
+                effects.failures[tp] = answer
+                effects.events.append(Event("Warning", "KafkaRefused",
+                                            f"{tp}: broker {broker} refused the log dir move: {answer}"))
+    # 6. Preferred leaders for the moved partitions, before the resource reports success.
     if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED and intent.elect_leaders_after:
         effects.leader_election = _elect(kafka, decision, {**memory.originals, **decision.save_originals},
                                          effects.events)
-    # 6. The last move has ended: take the throttle back (never while a move of this resource runs).
+    # 7. The last move has ended: take the throttle back (never while a move of this resource runs).
     # The journal in the ConfigMap is the truth: it is written before any throttle is applied.
     throttle_done = decision.phase in TERMINAL or not intent.throttle
     if throttle_done and not effects.owned and (effects.journal is not None or decision.phase is not memory.phase):
