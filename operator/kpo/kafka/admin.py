@@ -56,6 +56,16 @@ class KafkaAdmin(Protocol):
         """DescribeLogDirs: bytes per (partition, broker), and each broker's log dirs."""
         ...
 
+    def replica_log_dirs(self, topics: Collection[str]
+                         ) -> tuple[dict[tuple[TopicPartition, int], str], dict[tuple[TopicPartition, int], str]]:
+        """DescribeLogDirs: the dir of each replica, and the dir of each replica being moved between dirs."""
+        ...
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
+                               ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
+        """AlterReplicaLogDirs: move replicas between their brokers' log dirs."""
+        ...
+
     def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]: ...
 
     def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:

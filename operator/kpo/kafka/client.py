@@ -35,6 +35,7 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
+from kafka.structs import TopicPartitionReplica
 
 from kpo.domain.model import (
     Broker,
@@ -315,14 +316,46 @@ class KafkaAdminAdapter:
                         sizes[key] = max(sizes.get(key, 0), int(p["partition_size"]))
         return sizes, dirs
 
+    def replica_log_dirs(self, topics: Collection[str]
+                         ) -> tuple[dict[tuple[TopicPartition, int], str], dict[tuple[TopicPartition, int], str]]:
+        current: dict[tuple[TopicPartition, int], str] = {}
+        future: dict[tuple[TopicPartition, int], str] = {}
+        if not topics:
+            return current, future
+        with self._kafka_python() as kp:
+            per_broker = kp.describe_log_dirs(sorted(set(topics)))
+        for answer in per_broker:
+            broker = int(answer["broker"])
+            for log_dir in answer["log_dirs"]:
+                for topic in log_dir.get("topics", []):
+                    for p in topic["partitions"]:
+                        key = (TopicPartition(topic["name"], int(p["partition_index"])), broker)
+                        (future if p.get("is_future_key") else current)[key] = log_dir["log_dir"]
+        return current, future
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
+                               ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
+        if not moves:
+            return {}
+        request = {TopicPartitionReplica(tp.topic, tp.partition, broker): path for (tp, broker), path in moves.items()}
+        with self._kafka_python() as kp:
+            raw = kp.alter_replica_log_dirs(request)
+        answers: dict[tuple[TopicPartition, int], KafkaRefusal | None] = {}
+        for replica, error in raw.items():
+            key = (TopicPartition(replica.topic, replica.partition), replica.broker_id)
+            ok = error is None or error is kafka_errors.NoError or isinstance(error, kafka_errors.NoError)
+            answers[key] = None if ok else _kp_refusal(error)
+        return answers
+
     # ------------------------------------------------------------------------------------ leaders
 
     def elect_leaders(self, partitions: Sequence[TopicPartition] | None, unclean: bool = False
                       ) -> dict[TopicPartition, KafkaRefusal | None]:
         kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
         asked = None if partitions is None else [CkTopicPartition(tp.topic, tp.partition) for tp in partitions]
-        result = self._call(lambda: self._result(self._admin.elect_leaders(
-            kind, asked, request_timeout=self.settings.timeout_seconds)))
+        # No request_timeout: confluent-kafka 2.16's elect_leaders fails with a SystemError on any keyword argument.
+        # socket.timeout.ms bounds the request and _result bounds the wait.
+        result = self._call(lambda: self._result(self._admin.elect_leaders(kind, asked)))
         return {TopicPartition(tp.topic, tp.partition): (None if err is None else _ck_refusal(err))
                 for tp, err in result.items()}
 

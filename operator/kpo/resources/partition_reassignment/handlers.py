@@ -126,6 +126,7 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
             claimed_by_others=lambda: claimed_by_others(me, others),
             others_throttles=lambda: [c.throttle for c in others if c.live and c.key != me.key],
             schedule=lambda candidates, view: scheduler.admit(owner, execution, candidates, view.ongoing, holders),
+            write_rates=context.write_rates(cluster).observe,
         )
         try:
             outcome = reconciler.tick(body=body, intent=intent_of(parsed, generation),
@@ -198,6 +199,6 @@ def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> N
     kopf.index(GROUP, VERSION, PLURAL, id="partitionreassignment_claims",
                registry=registry)(partitionreassignment_claims)
     kopf.timer(GROUP, VERSION, PLURAL, id="partitionreassignment_tick", interval=poll_interval_seconds,
-               registry=registry)(partitionreassignment_tick)
+               backoff=max(5.0, 3 * poll_interval_seconds), registry=registry)(partitionreassignment_tick)
     kopf.on.delete(GROUP, VERSION, PLURAL, id="partitionreassignment_delete",
                    registry=registry)(partitionreassignment_delete)
