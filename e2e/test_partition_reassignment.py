@@ -350,3 +350,24 @@ def test_log_dirs_are_honoured(testbed: Testbed, kafka_admin: AdminClient, boots
     assert current[(tp1, 2)] == dirs2[1]
     assert future == {}
     assert replicas_of(kafka_admin, topic_name) == {0: [1], 1: [2]}
+
+
+def test_killing_the_active_controller_mid_flight_is_survived(testbed: Testbed, kafka_admin: AdminClient,
+                                                              bootstrap_servers: str, topic_name: str,
+                                                              resources: Resources) -> None:
+    """Transient Kafka errors (the controller gone, requests timing out) are retried, never reported as failure."""
+    controller = testbed.active_controller()
+    others = [b for b in (1, 2, 3) if b != controller]
+    create_topic(kafka_admin, topic_name, 1, assignment=[[others[0]]])
+    fill(bootstrap_servers, topic_name, [0])
+    with throttled(kafka_admin, topic_name, rate=200_000):
+        try:
+            resources.create(KPR, "controller-loss", {"partitions": spec_partitions(topic_name, {0: [others[1]]})})
+            wait_for(lambda: resources.status(KPR, "controller-loss").get("inFlight"), 60, "the move in flight")
+            testbed.kill_node(controller)
+            wait_for(lambda: testbed.active_controller() != controller, 60, "a new active controller")
+            status = resources.wait_phase(KPR, "controller-loss", {"Succeeded", "Failed"}, timeout=120)
+        finally:
+            testbed.start_node(controller)
+    assert status["phase"] == "Succeeded", status
+    assert replicas_of(kafka_admin, topic_name) == {0: [others[1]]}
