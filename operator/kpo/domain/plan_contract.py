@@ -1,0 +1,244 @@
+"""The storage contract between the operator and the planning job, as typed values and their JSON.
+
+The operator and the PySpark job (``kpo.planner``) never call each other: the operator writes a snapshot of the
+cluster and the request into an input directory, the job writes its answer into an output directory, and whichever
+backend ran the job (a local ``spark-submit`` or a SparkApplication) only has to say whether it finished. Both sides
+import this module, so the file formats are defined once, here, and validated on both ends.
+
+Input directory:
+
+- ``request.json`` -- :class:`PlanRequest` (the ``spec.plan`` of a PartitionReassignment: goal, brokers concerned,
+  topic selection, replication factor, tolerance, rack awareness);
+- ``brokers.json`` -- a JSON array of :class:`BrokerInfo` (id, rack or null, alive);
+- ``partitions`` -- Parquet or JSON lines, one :class:`PartitionRecord` per partition (topic, partition, replicas
+  leader first, leader, isr, size_bytes). A directory of part files or a single file both work.
+
+Output directory:
+
+- ``plan.json`` -- :class:`ReassignmentPlan`, kafka-reassign-partitions' JSON, holding only the partitions whose
+  replica list changes (a new order alone is a change: it moves the preferred leader);
+- ``metrics.json`` -- :class:`PlanMetrics`; ``status`` is ``ok`` or ``failed`` with a message. A failed job writes it
+  and exits non-zero, so a local runner and a SparkApplication both report the failure with the job's own words.
+
+This module is pure (no I/O): it turns values into JSON text and back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Final, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from kpo.domain.model import Replicas, TopicPartition
+
+REQUEST_FILE = "request.json"
+BROKERS_FILE = "brokers.json"
+PARTITIONS_PATH = "partitions"
+PLAN_FILE = "plan.json"
+METRICS_FILE = "metrics.json"
+
+STATUS_OK: Final = "ok"
+STATUS_FAILED: Final = "failed"
+
+
+class ContractError(ValueError):
+    """A contract document that does not parse or breaks a rule; the message says which field and why."""
+
+
+class Goal(StrEnum):
+    REBALANCE = "Rebalance"
+    REMOVE_BROKERS = "RemoveBrokers"
+    ADD_BROKERS = "AddBrokers"
+    REPLICATION_FACTOR = "ReplicationFactor"
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as err:
+            raise ContractError(_describe(cls.__name__, err)) from None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True)
+
+
+def _describe(what: str, err: ValidationError) -> str:
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or what}: {e['msg']}" for e in err.errors())
+    return f"invalid {what}: {problems}"
+
+
+class PlanRequest(_Document):
+    """What to plan: a goal over a set of topics, with the brokers it concerns.
+
+    - ``Rebalance``: ``brokers`` optional; when given, only those brokers send or receive replicas.
+    - ``RemoveBrokers``: ``brokers`` are drained; nothing of the selected topics is left on them.
+    - ``AddBrokers``: ``brokers`` are new, registered brokers; the cluster is rebalanced onto all brokers.
+    - ``ReplicationFactor``: the selected topics get ``replicationFactor`` replicas per partition.
+
+    Topics: ``topics`` and ``topicPattern`` (a Java regular expression matched against the whole name) select; none of
+    them means every topic in the snapshot; ``excludeTopics`` removes names from the selection.
+    """
+
+    goal: Goal
+    brokers: tuple[int, ...] = ()
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    exclude_topics: tuple[str, ...] = ()
+    replication_factor: int | None = Field(default=None, ge=1)
+    tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
+    rack_aware: bool = True
+
+    @model_validator(mode="after")
+    def _goal_needs(self) -> Self:
+        if self.goal in (Goal.REMOVE_BROKERS, Goal.ADD_BROKERS) and not self.brokers:
+            raise ValueError(f"goal {self.goal.value} needs the brokers it concerns in 'brokers'")
+        if self.goal is Goal.REPLICATION_FACTOR and self.replication_factor is None:
+            raise ValueError("goal ReplicationFactor needs 'replicationFactor'")
+        if self.goal is not Goal.REPLICATION_FACTOR and self.replication_factor is not None:
+            raise ValueError(f"'replicationFactor' only applies to goal ReplicationFactor, not {self.goal.value}")
+        if len(set(self.brokers)) != len(self.brokers):
+            raise ValueError("'brokers' lists a broker twice")
+        return self
+
+
+class BrokerInfo(_Document):
+    id: int
+    rack: str | None = None
+    alive: bool = True
+
+
+class PartitionRecord(_Document):
+    """One partition of the snapshot. ``size_bytes`` is the partition's size (the leader's replica, DescribeLogDirs)."""
+
+    model_config = ConfigDict(alias_generator=None, frozen=True, extra="forbid")
+
+    topic: str
+    partition: int = Field(ge=0)
+    replicas: tuple[int, ...]
+    leader: int | None = None
+    isr: tuple[int, ...] = ()
+    size_bytes: int = Field(default=0, ge=0)
+
+
+class PlanEntry(_Document):
+    model_config = ConfigDict(alias_generator=None, frozen=True, extra="forbid")
+
+    topic: str
+    partition: int = Field(ge=0)
+    replicas: tuple[int, ...]
+    log_dirs: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        if len(set(self.replicas)) != len(self.replicas):
+            raise ValueError(f"{self.topic}-{self.partition}: a broker appears twice in {list(self.replicas)}")
+        if self.log_dirs and len(self.log_dirs) != len(self.replicas):
+            raise ValueError(f"{self.topic}-{self.partition}: log_dirs must have one entry per replica")
+        return self
+
+
+class ReassignmentPlan(_Document):
+    """kafka-reassign-partitions' JSON: usable as it is with ``kafka-reassign-partitions.sh --execute``."""
+
+    model_config = ConfigDict(alias_generator=None, frozen=True, extra="forbid")
+
+    version: Literal[1] = 1
+    partitions: tuple[PlanEntry, ...] = ()
+
+    def targets(self) -> dict[TopicPartition, Replicas]:
+        return {TopicPartition(e.topic, e.partition): e.replicas for e in self.partitions}
+
+    def digest(self) -> str:
+        """A short, stable id of the plan's content: what a user names to approve exactly the proposal shown."""
+        canonical = sorted((e.topic, e.partition, e.replicas) for e in self.partitions)
+        return hashlib.sha256(repr(canonical).encode()).hexdigest()[:16]
+
+
+def plan_of(targets: Mapping[TopicPartition, Replicas]) -> ReassignmentPlan:
+    entries = (
+        PlanEntry(topic=tp.topic, partition=tp.partition, replicas=tuple(r), log_dirs=("any",) * len(r))
+        for tp, r in sorted(targets.items())
+    )
+    return ReassignmentPlan(partitions=tuple(entries))
+
+
+class BrokerLoad(_Document):
+    broker: int
+    bytes: int
+    replicas: int
+    leaders: int
+
+
+class Balance(_Document):
+    """max / mean over the brokers that take part after the change (1.0 is perfect)."""
+
+    bytes: float
+    replicas: float
+    leaders: float
+
+
+class PlanMetrics(_Document):
+    """What the job measured. For ``status: failed`` only ``message`` and ``planningSeconds`` are meaningful.
+
+    ``planningSeconds`` is the job's own work (reading the snapshot to writing the plan); ``sparkStartSeconds`` the
+    Spark session start before it. ``rounds`` counts the rounds of moves and of leader reorders the job ran.
+    """
+
+    status: Literal["ok", "failed"]
+    message: str = ""
+    goal: Goal | None = None
+    tolerance: float | None = None
+    partitions: int = 0
+    partitions_selected: int = 0
+    partitions_changed: int = 0
+    replicas_to_move: int = 0
+    bytes_to_move: int = 0
+    leader_changes: int = 0
+    lower_bound_bytes: int = 0
+    lower_bound_replicas: int = 0
+    rack_aware: bool = False
+    rack_violations_before: int = 0
+    rack_violations_after: int = 0
+    replicas_left_on_removed_brokers: int = 0
+    balance_before: Balance | None = None
+    balance_after: Balance | None = None
+    brokers_before: tuple[BrokerLoad, ...] = ()
+    brokers_after: tuple[BrokerLoad, ...] = ()
+    rounds: int = 0
+    planning_seconds: float = 0.0
+    spark_start_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == STATUS_OK
+
+    @classmethod
+    def failed(cls, message: str, planning_seconds: float = 0.0) -> PlanMetrics:
+        return cls(status=STATUS_FAILED, message=message, planning_seconds=planning_seconds)
+
+
+def brokers_json(brokers: Iterable[BrokerInfo]) -> str:
+    return "[" + ",".join(b.to_json() for b in brokers) + "]"
+
+
+def parse_brokers(text: str | bytes) -> tuple[BrokerInfo, ...]:
+    try:
+        brokers = TypeAdapter(tuple[BrokerInfo, ...]).validate_json(text)
+    except ValidationError as err:
+        raise ContractError(_describe("brokers.json", err)) from None
+    ids = [b.id for b in brokers]
+    if len(set(ids)) != len(ids):
+        raise ContractError("invalid brokers.json: a broker id appears twice")
+    return brokers
+
+
+def partitions_jsonl(partitions: Iterable[PartitionRecord]) -> str:
+    return "".join(p.to_json() + "\n" for p in partitions)

@@ -1,0 +1,164 @@
+"""Broker-level arithmetic of a plan: the allowed band, the movement lower bound and the per-broker quotas.
+
+Everything here works on per-broker totals (a few hundred numbers at most), never on partitions, so it runs on the
+driver in plain Python and is unit-tested without Spark. The partition-level work that follows from these numbers is
+in :mod:`kpo.planner.moves`.
+
+The band. With ``mean`` the load per broker after the change over the brokers that take part, a broker is balanced
+when its load lies in ``[mean * (1 - tolerance), mean * (1 + tolerance)]``. Counts (replicas, leaders) are integers:
+their band is the whole numbers inside it, widened only when it holds none on one side of the mean (a mean of 2.5
+with 5 % tolerance allows 2 and 3).
+
+The lower bound on movement (issue 7). Bytes leave brokers above the band and arrive on brokers below it, so no plan
+that ends inside the band moves less than ``LB = max(sum max(0, L_i - hi_i), sum max(0, lo_i - L_i))``, with
+``hi_i = 0`` for a removed broker. Two refinements keep it a true lower bound: a broker cannot shed bytes it is not
+allowed to move (topics outside the selection), so ``hi_i`` is raised to its fixed bytes; and replicas that must be
+created (a replication-factor increase) arrive somewhere without leaving anywhere, so their bytes join the shedding
+side: ``LB = max(S + new, D)``.
+
+The quotas ("water filling"). A plan that moves exactly the lower bound sheds from each broker above the band down to
+its top edge and fills each broker below the band up to its bottom edge; the larger of the two sides decides the
+total, and the other side takes up the difference as evenly as it can: the receivers rise to a common level ``lam``
+(or the senders fall to a common level ``mu``). That is both the least movement and, for that movement, the most even
+result. The planner aims at a band a little inside the real one (by half an average replica), so that whole replicas,
+which never add up exactly to a quota, still land inside.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Band:
+    mean: float
+    lo: float
+    hi: float
+
+    def narrowed(self, margin: float) -> Band:
+        """The band ``margin`` inside this one on both sides (never past the mean)."""
+        margin = max(0.0, min(margin, (self.hi - self.mean) / 2, (self.mean - self.lo) / 2))
+        return Band(self.mean, self.lo + margin, self.hi - margin)
+
+    def holds(self, value: float) -> bool:
+        return self.lo - 1e-9 <= value <= self.hi + 1e-9
+
+
+def band(total: float, brokers: int, tolerance: float, *, integral: bool = False) -> Band:
+    if brokers <= 0:
+        raise ValueError("no broker takes part in the plan")
+    mean = total / brokers
+    lo, hi = mean * (1 - tolerance), mean * (1 + tolerance)
+    if integral:
+        # Whole numbers strictly within the tolerance, widened only as far as needed to hold the mean.
+        lo = float(min(math.floor(mean + 1e-9), math.ceil(lo - 1e-9)))
+        hi = float(max(math.ceil(mean - 1e-9), math.floor(hi + 1e-9)))
+    return Band(mean, lo, hi)
+
+
+@dataclass(frozen=True)
+class BrokerTotals:
+    """One broker's load before the change: all of it, and the part the plan may not move (unselected topics)."""
+
+    load: float
+    fixed: float = 0.0
+
+
+def lower_bound(brokers: Mapping[int, BrokerTotals], eligible: frozenset[int], removed: frozenset[int],
+                tolerance: float, *, created: float = 0.0, integral: bool = False) -> float:
+    """The least movement of any plan that ends inside the band (see the module docstring).
+
+    ``eligible`` are the brokers that take part after the change; ``removed`` must end empty; any other broker keeps
+    what it has and takes no part. ``created`` is the load of replicas that must be created.
+    """
+    movable_from_removed = sum(brokers[b].load - brokers[b].fixed for b in removed if b in brokers)
+    total = sum(brokers[b].load for b in eligible if b in brokers) + movable_from_removed + created
+    edges = band(total, len(eligible), tolerance, integral=integral)
+    shed = created + sum(max(0.0, t.load - max(edges.hi, t.fixed)) for b, t in brokers.items() if b in eligible)
+    shed += movable_from_removed
+    fill = sum(max(0.0, edges.lo - brokers.get(b, BrokerTotals(0.0)).load) for b in eligible)
+    return max(shed, fill)
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """How much each broker should send (``out``) and receive (``into``) in one round; both sides in load units."""
+
+    out: dict[int, float] = field(default_factory=dict)
+    into: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def total_out(self) -> float:
+        return sum(self.out.values())
+
+    @property
+    def total_in(self) -> float:
+        return sum(self.into.values())
+
+
+def water_fill(loads: Mapping[int, float], *, forced: float, real: Band, inner: Band,
+               movable: Mapping[int, float] | None = None) -> Quotas:
+    """Per-broker quotas that bring every broker of ``loads`` inside ``real`` while moving the least.
+
+    ``loads`` are the brokers that take part, without the load that must move anyway (``forced``: replicas on removed
+    brokers, replicas to create), which has to be received on top. Brokers outside ``real`` are brought to ``inner``;
+    brokers already inside ``real`` only help when the other side needs it. ``movable`` caps what a broker can send.
+    """
+    if not loads:
+        return Quotas()
+    cap = {b: (movable[b] if movable is not None else x) for b, x in loads.items()}
+    total = sum(loads.values()) + forced
+    n = len(loads)
+    # A band the totals cannot fit (one rack of a rack-bound cluster, say) is widened to what is possible.
+    top, bottom = max(inner.hi, total / n), min(inner.lo, total / n)
+    shed = {b: min(cap[b], x - top) for b, x in loads.items() if x > real.hi and x > top}
+    fill = {b: bottom - x for b, x in loads.items() if x < real.lo and x < bottom}
+    need_out, need_in = sum(shed.values()), sum(fill.values())
+    if need_out == 0 and need_in == 0 and forced == 0:
+        return Quotas()
+    if need_out + forced >= need_in:
+        takers = {b: x for b, x in loads.items() if b not in shed}
+        lam = _level(lambda level: sum(max(0.0, level - x) for x in takers.values()), need_out + forced, rising=True)
+        into = {b: lam - x for b, x in takers.items() if lam > x}
+        return Quotas(out={b: q for b, q in shed.items() if q > 0}, into=into)
+    givers = {b: x for b, x in loads.items() if b not in fill}
+    target = need_in - forced
+
+    def shed_at(level: float) -> float:
+        return sum(min(cap[b], max(0.0, x - level)) for b, x in givers.items())
+
+    mu = _level(shed_at, target, rising=False)
+    out = {b: min(cap[b], x - mu) for b, x in givers.items() if x > mu and cap[b] > 0}
+    return Quotas(out=out, into=fill)
+
+
+def _level(amount: Callable[[float], float], target: float, *, rising: bool) -> float:
+    """Where the monotone ``amount(level)`` reaches ``target``: the lowest such level when ``amount`` rises with the
+    level, the highest when it falls. Bisection: the inputs are a few hundred brokers."""
+
+    def reached(level: float) -> bool:
+        return amount(level) >= target
+
+    outer = 1.0  # a level on the side where the target is reached
+    while not reached(outer if rising else -outer) and outer < 1e300:
+        outer *= 2
+    inner = 1.0  # a level on the side where it is not
+    while reached(-inner if rising else inner) and inner < 1e300:
+        inner *= 2
+    yes, no = (outer, -inner) if rising else (-outer, inner)
+    for _ in range(200):
+        mid = (yes + no) / 2
+        if reached(mid):
+            yes = mid
+        else:
+            no = mid
+    return yes
+
+
+def max_over_mean(values: Sequence[float]) -> float:
+    if not values:
+        return 1.0
+    mean = sum(values) / len(values)
+    return max(values) / mean if mean > 0 else 1.0

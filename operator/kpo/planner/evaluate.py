@@ -1,0 +1,52 @@
+"""Score a given target assignment exactly as the job scores its own plan: same lower bound, same metrics.
+
+``python -m kpo.planner.evaluate --input DIR --assignment PATH --output DIR`` (or under spark-submit) reads a planning
+input and an assignment (JSON lines or Parquet: topic, partition, replicas; partitions it does not list keep their
+replicas) and writes ``metrics.json``. The bench runs Kafka's own placer on the same input and scores its answer
+with this, so the two sides of the bench table are measured by the same code. Unlike the job, it does not refuse an
+assignment that breaks a hard constraint: it reports the breakage (rack violations, replicas left behind).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyspark.sql import functions as F
+
+from kpo.domain.plan_contract import METRICS_FILE
+from kpo.planner import metrics, moves, storage
+from kpo.planner.cluster import Cluster
+from kpo.planner.job import session
+from kpo.planner.plan import checkpoint, measure, read_snapshot, referenced_brokers
+from kpo.planner.prepare import to_state
+from kpo.planner.schemas import STATE_COLUMNS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kpo.planner.evaluate", description=__doc__.split("\n")[0])
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--assignment", required=True)
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args(argv)
+    spark = session("kpo-evaluate")
+    try:
+        snapshot = read_snapshot(spark, args.input)
+        partitions = checkpoint(snapshot.partitions)
+        cluster = Cluster.of(snapshot.request, snapshot.brokers, referenced_brokers(partitions))
+        state = checkpoint(to_state(partitions, snapshot.request, cluster))
+        lb_bytes, lb_replicas = metrics.lower_bounds(moves.broker_stats(state, cluster), cluster,
+                                                     snapshot.request.tolerance)
+        assigned = storage.read_assignment(spark, args.assignment).withColumnRenamed("replicas", "assigned")
+        target = (state.join(assigned, ["topic", "partition"], "left")
+                  .withColumn("replicas", F.coalesce("assigned", "original")).select(*STATE_COLUMNS))
+        scored = measure(checkpoint(target), cluster, snapshot.request, lower_bound_bytes=lb_bytes,
+                         lower_bound_replicas=lb_replicas, rounds=0, planning_seconds=0.0, check=False)
+        storage.write_document(spark, storage.join(args.output, METRICS_FILE), scored.to_json())
+        return 0
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""What a plan costs and achieves, measured the same way for kpo's plan and for any other assignment.
+
+``original`` is the snapshot, ``replicas`` the target. Two passes over the state measure everything: one sums bytes,
+replicas and leaders per broker before and after, the other counts what changes and what breaks a rule. The bench
+scores Kafka's own placer with these same functions, so both sides of its table are measured alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from kpo.domain.plan_contract import Balance, BrokerLoad
+from kpo.planner.balance import BrokerTotals, lower_bound, max_over_mean
+from kpo.planner.cluster import Cluster
+from kpo.planner.exprs import int_array, int_map, lookup
+from kpo.planner.rounds import BrokerStats
+
+
+def broker_loads(state: DataFrame, cluster: Cluster) -> tuple[tuple[BrokerLoad, ...], tuple[BrokerLoad, ...]]:
+    """Bytes, replicas and leaders per broker before (``original``) and after (``replicas``), every known broker."""
+    sides = F.array(F.struct(F.lit(0).alias("after"), F.col("original").alias("list")),
+                    F.struct(F.lit(1).alias("after"), F.col("replicas").alias("list")))
+    rows = (state.select("size", F.inline(sides)).select("size", "after", F.posexplode("list").alias("slot", "broker"))
+            .filter(F.col("broker").isNotNull())
+            .groupBy("after", "broker").agg(F.sum("size").alias("bytes"), F.count(F.lit(1)).alias("replicas"),
+                                            F.sum(F.when(F.col("slot") == 0, 1).otherwise(0)).alias("leaders"))
+            .collect())
+    found: list[dict[int, BrokerLoad]] = [{}, {}]
+    for r in rows:
+        found[r["after"]][int(r["broker"])] = BrokerLoad(broker=int(r["broker"]), bytes=int(r["bytes"]),
+                                                          replicas=int(r["replicas"]), leaders=int(r["leaders"]))
+    for side in found:
+        for b in cluster.racks:
+            side.setdefault(b, BrokerLoad(broker=b, bytes=0, replicas=0, leaders=0))
+    before, after = (tuple(side[b] for b in sorted(side)) for side in found)
+    return before, after
+
+
+def balance(loads: tuple[BrokerLoad, ...], cluster: Cluster) -> Balance:
+    taking_part = [b for b in loads if b.broker in cluster.eligible]
+    return Balance(bytes=max_over_mean([b.bytes for b in taking_part]),
+                   replicas=max_over_mean([b.replicas for b in taking_part]),
+                   leaders=max_over_mean([b.leaders for b in taking_part]))
+
+
+def _crowded(column: str, cluster: Cluster) -> Column:
+    """A partition whose replicas share a rack although there are enough racks (among alive brokers) to avoid it."""
+    names = sorted({r for r in cluster.racks.values() if r is not None})
+    index = {b: names.index(r) for b, r in cluster.racks.items() if r is not None}
+    racks_alive = len({cluster.racks[b] for b in cluster.alive if cluster.racks.get(b) is not None})
+    if racks_alive < 2:
+        return F.lit(False)
+    racks = F.transform(column, lambda b: lookup(int_map(index, "int"), b))
+    known = F.forall(racks, lambda r: r.isNotNull())
+    return known & (F.size(F.array_distinct(racks)) < F.least(F.size(column), F.lit(racks_alive)))
+
+
+def broken(cluster: Cluster, replication_factor: int | None) -> Column:
+    """A target that breaks a hard constraint: a broker twice, an unplaced replica, a selected replica left on a
+    removed broker, or the wrong replication factor."""
+    removed = int_array(sorted(cluster.removed))
+    bad = ((F.size(F.array_distinct("replicas")) != F.size("replicas"))
+           | F.exists("replicas", lambda b: b.isNull())
+           | (F.col("selected") & F.exists("replicas", lambda b: F.array_contains(removed, b))))
+    if replication_factor is not None:
+        bad = bad | (F.col("selected") & (F.size("replicas") != replication_factor))
+    return bad
+
+
+def counters(state: DataFrame, cluster: Cluster, replication_factor: int | None = None) -> dict[str, int]:
+    """Everything that is counted over partitions, in one pass."""
+    added = F.size(F.array_except("replicas", "original"))
+    removed = int_array(sorted(cluster.removed))
+
+    def count(condition: Column) -> Column:
+        return F.sum(F.when(condition, 1).otherwise(0))
+
+    row = state.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        count(F.col("selected")).alias("partitions_selected"),
+        count(F.col("replicas") != F.col("original")).alias("partitions_changed"),
+        F.sum(added).alias("replicas_to_move"),
+        F.sum(added * F.col("size")).alias("bytes_to_move"),
+        count(F.element_at("replicas", 1) != F.element_at("original", 1)).alias("leader_changes"),
+        count(_crowded("original", cluster)).alias("rack_violations_before"),
+        count(_crowded("replicas", cluster)).alias("rack_violations_after"),
+        F.sum(F.when(F.col("selected"), F.size(F.array_intersect("replicas", removed))).otherwise(0))
+        .alias("replicas_left_on_removed_brokers"),
+        count(broken(cluster, replication_factor)).alias("broken"),
+    ).first()
+    assert row is not None
+    return {k: int(v or 0) for k, v in row.asDict().items()}
+
+
+def lower_bounds(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> tuple[int, int]:
+    """The movement lower bound in bytes and in replicas, from the state before the first round."""
+    placed = {b: s for b, s in stats.items() if b is not None}
+    created = stats.get(None, BrokerStats(broker=None))
+    by_bytes = {b: BrokerTotals(s.bytes, s.bytes - s.movable_bytes - s.forced_bytes) for b, s in placed.items()}
+    by_count = {b: BrokerTotals(s.replicas, s.replicas - s.movable_replicas - s.forced_replicas)
+                for b, s in placed.items()}
+    lb_bytes = lower_bound(by_bytes, cluster.eligible, cluster.removed, tolerance, created=created.forced_bytes)
+    lb_count = lower_bound(by_count, cluster.eligible, cluster.removed, tolerance,
+                           created=created.forced_replicas, integral=True)
+    return round(lb_bytes), round(lb_count)

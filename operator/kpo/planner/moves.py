@@ -1,0 +1,247 @@
+"""One round of replica moves as DataFrame transformations: per-broker sums, picking movers, placing them, applying.
+
+The driver decides quotas from per-broker sums (:mod:`kpo.planner.rounds`); everything that touches partitions is
+here, as DataFrame in, DataFrame out, with window functions and cumulative sums instead of loops:
+
+1. :func:`replica_view` explodes the selected partitions into replicas and marks the *forced* ones (on a removed
+   broker, still to be created, or sharing a rack with an earlier replica where racks must be distinct) and the
+   *movable* ones (on an eligible broker, not moved yet).
+2. :func:`pick_movers`: on each sender, movable replicas are ranked by how close their size is to the size the
+   driver asked for, and taken while the cumulative bytes stay within the sender's quota. Forced replicas always go.
+3. :func:`place_movers`: each mover draws its destination domain (a rack, or a broker when racks do not apply)
+   among those it may use -- not holding another replica of its partition -- with a chance proportional to the
+   domain's receiving quota. Within a domain, the movers, forced first, are laid end to end by cumulative bytes
+   against the receivers' cumulative quotas: a mover goes to the receiver whose stretch holds its middle. Movers
+   beyond the domain's quota wait for the next round; forced movers are squeezed in. Per partition, movers that
+   collide (same broker, or same rack where racks must be distinct) are resolved in order: the first one stays.
+4. :func:`apply_moves` rewrites the chosen slots, keeping each replica's position (a moved leader's replacement is
+   the new preferred leader).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from kpo.planner.cluster import Cluster
+from kpo.planner.exprs import array_map, int_array, int_map, lookup, uniform
+from kpo.planner.rounds import STAT_FIELDS, BrokerStats, RoundPlan
+from kpo.planner.schemas import REPLICA_COLUMNS, STATE_COLUMNS
+
+_ROWS = (Window.unboundedPreceding, Window.currentRow)
+MOVE_FIELDS = ("slot", "dest", "target", "source", "size", "forced")
+MOVE_TYPE = "array<struct<slot:int,dest:int,target:int,source:int,size:bigint,forced:boolean>>"
+
+
+def _strict(cluster: Cluster) -> Column:
+    """Whether the row's partition must hold its replicas in distinct domains (always, when domains are brokers)."""
+    if not cluster.rack_mode:
+        return F.lit(True)
+    return F.size("replicas") <= F.lit(cluster.rack_count)
+
+
+def replica_view(state: DataFrame, cluster: Cluster, senders: Mapping[int, float] | None = None) -> DataFrame:
+    """One row per replica of every partition, with ``forced`` and ``movable`` (both false outside the selection).
+
+    With ``senders``, only partitions that can yield a mover are exploded: those with a replica on a sender or one
+    that is forced (cheap array tests on the partition row, before the explode)."""
+    domain = int_map(cluster.domain_of, "int")
+    if senders is not None:
+        removed = int_array(sorted(cluster.removed))
+        sending = int_array(sorted(senders))
+        interesting = F.exists("replicas", lambda b: b.isNull() | F.array_contains(sending, b)
+                               | F.array_contains(removed, b))
+        if cluster.rack_mode:
+            domains = F.transform("replicas", lambda b: lookup(domain, b))
+            interesting = interesting | (F.size(F.array_distinct(domains)) < F.size("replicas"))
+        state = state.filter(F.col("selected") & interesting)
+    reps = state.select("topic", "partition", "size", "selected", "original", "replicas",
+                        F.posexplode("replicas").alias("slot", "broker"))
+    same_rack_before = F.exists(F.slice("replicas", 1, F.col("slot")),
+                                lambda x: lookup(domain, x) == lookup(domain, F.col("broker")))
+    duplicate = (_strict(cluster) & same_rack_before) if cluster.rack_mode else F.lit(False)
+    forced = F.col("selected") & (
+        F.col("broker").isNull() | F.array_contains(int_array(sorted(cluster.removed)), F.col("broker")) | duplicate)
+    unmoved = F.try_element_at("original", F.col("slot") + 1) == F.col("broker")
+    movable = (F.col("selected") & ~forced & F.array_contains(int_array(sorted(cluster.eligible)), F.col("broker"))
+               & F.coalesce(unmoved, F.lit(False)))
+    return reps.select(*[c for c in REPLICA_COLUMNS if c not in ("forced", "movable")],
+                       forced.alias("forced"), movable.alias("movable"))
+
+
+def broker_stats(state: DataFrame, cluster: Cluster) -> dict[int | None, BrokerStats]:
+    """Per-broker sums for the driver; the ``None`` entry collects replicas still to be created."""
+    reps = replica_view(state, cluster)
+    rows = reps.groupBy("broker").agg(
+        F.sum("size").alias("bytes"),
+        F.count(F.lit(1)).alias("replicas"),
+        F.sum(F.when(F.col("slot") == 0, 1).otherwise(0)).alias("leaders"),
+        F.sum(F.when(F.col("movable"), F.col("size")).otherwise(0)).alias("movable_bytes"),
+        F.sum(F.when(F.col("movable"), 1).otherwise(0)).alias("movable_replicas"),
+        F.sum(F.when(F.col("forced"), F.col("size")).otherwise(0)).alias("forced_bytes"),
+        F.sum(F.when(F.col("forced"), 1).otherwise(0)).alias("forced_replicas"),
+    ).collect()
+    return {r["broker"]: BrokerStats(broker=r["broker"], **{c: int(r[c] or 0) for c in STAT_FIELDS}) for r in rows}
+
+
+def _occupied(cluster: Cluster) -> Column:
+    """Domains the row's partition holds apart from the row itself (in broker mode, including its own broker)."""
+    if not cluster.rack_mode:
+        return F.filter("replicas", lambda x: x.isNotNull())
+    domain = int_map(cluster.domain_of, "int")
+    others = F.transform("replicas", lambda x, j: F.when((j == F.col("slot")) | x.isNull(), F.lit(None))
+                         .otherwise(lookup(domain, x)))
+    return F.filter(others, lambda d: d.isNotNull())
+
+
+def forced_by_domain(state: DataFrame, cluster: Cluster) -> dict[int, float]:
+    """Bytes of forced replicas per domain they can go to (split evenly where several are open): only needed when
+    every partition is bound to its racks, so each rack must absorb its own forced replicas."""
+    all_domains = int_array(cluster.domains)
+    reps = replica_view(state, cluster).filter("forced")
+    occupied = _occupied(cluster)
+    allowed = F.filter(all_domains, lambda d: ~_strict(cluster) | ~F.array_contains(occupied, d))
+    rows = (reps.select("size", allowed.alias("allowed"))
+            .select((F.col("size") / F.greatest(F.size("allowed"), F.lit(1))).alias("share"),
+                    F.explode("allowed").alias("domain"))
+            .groupBy("domain").agg(F.sum("share").alias("bytes")).collect())
+    return {int(r["domain"]): float(r["bytes"]) for r in rows}
+
+
+def _weight(plan: RoundPlan) -> Column:
+    return F.col("size") if plan.unit == "bytes" else F.lit(1).cast("long")
+
+
+def pick_movers(reps: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: int) -> DataFrame:
+    """Forced replicas plus, on each sender, the movable replicas that fill its quota. Only replicas that have
+    somewhere to go are candidates: a receiving domain their partition does not already occupy."""
+    _, caps = _capacities(cluster, plan.into)
+    receiving = int_array(d for d, c in caps.items() if c > 0)
+    occupied = _occupied(cluster)
+    strict = _strict(cluster)
+    can_go = F.exists(receiving, lambda d: ~strict | ~F.array_contains(occupied, d))
+    out = int_map(plan.out)
+    weight = _weight(plan)
+    tiebreak = F.xxhash64("topic", "partition", "slot", F.lit(round_no))
+    if plan.unit == "bytes":
+        wanted = lookup(int_map(plan.mover_size), F.col("broker"))
+        rank = F.abs(F.log1p(F.col("size").cast("double")) - F.log1p(wanted))
+    else:
+        rank = F.col("size").cast("double")  # a count round moves the smallest replicas: fewest bytes
+    by_sender = Window.partitionBy("broker").orderBy("rank", "tiebreak", "topic", "partition", "slot").rowsBetween(
+        *_ROWS)
+    optional = (reps.filter(F.col("movable") & lookup(out, F.col("broker")).isNotNull() & can_go)
+                .withColumn("weight", weight).withColumn("rank", rank).withColumn("tiebreak", tiebreak)
+                .withColumn("filled", F.sum("weight").over(by_sender))
+                .filter(F.col("filled") - F.col("weight") / 2 < lookup(out, F.col("broker"))))
+    columns = ["topic", "partition", "slot", "broker", "size", "replicas", "forced", "weight"]
+    chosen = optional.select(*columns)
+    if plan.unit == "bytes":
+        chosen = chosen.unionByName(reps.filter("forced").withColumn("weight", weight).select(*columns))
+    return chosen
+
+
+def _capacities(cluster: Cluster, into: Mapping[int, float]) -> tuple[dict[int, list[float]], dict[int, float]]:
+    bounds: dict[int, list[float]] = {}
+    caps: dict[int, float] = {}
+    for d, brokers in cluster.domains.items():
+        running, edges = 0.0, []
+        for b in brokers:
+            running += max(0.0, into.get(b, 0.0))
+            edges.append(running)
+        bounds[d], caps[d] = edges, running
+    return bounds, caps
+
+
+def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: int) -> DataFrame:
+    """Destinations for the movers: one row per partition that changes, its kept ``moves``."""
+    bounds, caps = _capacities(cluster, plan.into)
+    members = {d: [float(b) for b in bs] for d, bs in cluster.domains.items()}
+    units = {d: [float(i + 1) for i in range(len(bs))] for d, bs in cluster.domains.items()}
+    receiving = [d for d, c in caps.items() if c > 0]
+    floor = max(1e-9, 1e-6 * sum(caps.values()))  # lets a forced mover reach a domain with no quota left
+    chance = int_map({d: c + floor for d, c in caps.items()})
+    cap = lookup(int_map(caps), F.col("dest"))
+    occupied = _occupied(cluster)
+    strict = _strict(cluster)
+    candidates = F.when(F.col("forced"), int_array(cluster.domains)).otherwise(int_array(receiving))
+    allowed = F.filter(candidates, lambda d: ~strict | ~F.array_contains(occupied, d))
+    draw = F.transform(allowed, lambda d: F.struct(
+        (-F.log(uniform(F.col("topic"), F.col("partition"), F.col("slot"), F.lit(round_no), d))
+         / lookup(chance, d)).alias("key"), d.alias("domain")))
+    tiebreak = F.xxhash64("topic", "partition", "slot", F.lit(round_no + 7919))
+    in_domain = Window.partitionBy("dest").orderBy(F.desc("forced"), "tiebreak", "topic", "partition", "slot")
+    # Where the mover starts in the domain's queue: it fits if it starts inside the receivers' quota, so a receiver
+    # may end up to one replica above its quota (receivers sit low in the band) but a quota smaller than a replica
+    # still takes one.
+    filled = F.sum("weight").over(in_domain.rowsBetween(*_ROWS)) - F.col("weight")
+    forced_here = F.sum(F.when(F.col("forced"), F.col("weight")).otherwise(0)).over(Window.partitionBy("dest"))
+    position = (F.when(cap <= 0, F.col("filled") * F.size(F.col("edges")) / F.col("forced_here"))
+                .when(F.col("forced") & (F.col("forced_here") > cap), F.col("filled") * cap / F.col("forced_here"))
+                .otherwise(F.col("filled")))
+    edges = F.when(cap <= 0, lookup(array_map(units, "double"), F.col("dest"))).otherwise(
+        lookup(array_map(bounds, "double"), F.col("dest")))
+    index = F.size(F.filter("edges", lambda e: e <= F.col("position")))
+    n = F.size("edges")
+    slot_index = F.when(F.col("forced"), F.least(index, n - 1)).when(index < n, index)
+    brokers = lookup(array_map(members, "int"), F.col("dest"))
+    # Start at the chosen receiver; step past a broker that already holds the partition (only possible when a
+    # partition has more replicas than there are racks).
+    rotated = F.concat(F.slice(brokers, F.col("at") + 1, n), F.slice(brokers, F.lit(1), F.col("at")))
+    hosted = F.filter("replicas", lambda x: x.isNotNull())
+    target = F.try_element_at(F.filter(rotated, lambda b: ~F.array_contains(hosted, b)), F.lit(1))
+    placed = (movers.withColumn("dest", F.array_min(draw)["domain"]).filter(F.col("dest").isNotNull())
+              .withColumn("tiebreak", tiebreak)
+              .withColumn("filled", filled).withColumn("forced_here", forced_here)
+              .withColumn("edges", edges).withColumn("position", position)
+              .withColumn("at", slot_index).filter(F.col("at").isNotNull())
+              .withColumn("target", target).filter(F.col("target").isNotNull())
+              .withColumn("strict", strict))
+    return _resolve_collisions(placed)
+
+
+def _resolve_collisions(placed: DataFrame) -> DataFrame:
+    """Per partition, keep movers in order (forced first, then by slot) unless an earlier kept one already took the
+    same broker, or the same domain where domains must be distinct. One row per changed partition: ``moves``, the
+    kept movers (slot, target, and where they came from, for the driver's per-broker sums)."""
+    wanted = F.array_sort(F.collect_list(F.struct(
+        (~F.col("forced")).alias("later"), F.col("slot"), F.col("dest"), F.col("target"), F.col("strict"),
+        F.col("broker").alias("source"), F.col("size"), F.col("forced"))))
+    empty = F.array().cast(MOVE_TYPE)
+
+    def keep(acc: Column, m: Column) -> Column:
+        clash = F.exists(acc, lambda k: (k["target"] == m["target"]) | (m["strict"] & (k["dest"] == m["dest"])))
+        return F.when(clash, acc).otherwise(F.concat(acc, F.array(F.struct(
+            *[m[name].alias(name) for name in MOVE_FIELDS]))))
+
+    return (placed.groupBy("topic", "partition").agg(wanted.alias("wanted"))
+            .select("topic", "partition", F.aggregate(F.col("wanted"), empty, keep).alias("moves")))
+
+
+def move_deltas(placed: DataFrame) -> dict[int | None, BrokerStats]:
+    """How the round's kept moves change the per-broker sums: a small aggregate over the moves only."""
+    moved = placed.select(F.explode("moves").alias("m")).select("m.*")
+    leaving = moved.select(F.col("source").alias("broker"), (-F.col("size")).alias("bytes"),
+                           F.lit(-1).alias("replicas"), F.when(F.col("slot") == 0, -1).otherwise(0).alias("leaders"),
+                           F.when(~F.col("forced"), -F.col("size")).otherwise(0).alias("movable_bytes"),
+                           F.when(~F.col("forced"), -1).otherwise(0).alias("movable_replicas"),
+                           F.when(F.col("forced"), -F.col("size")).otherwise(0).alias("forced_bytes"),
+                           F.when(F.col("forced"), -1).otherwise(0).alias("forced_replicas"))
+    arriving = moved.select(F.col("target").alias("broker"), F.col("size").alias("bytes"), F.lit(1).alias("replicas"),
+                            F.when(F.col("slot") == 0, 1).otherwise(0).alias("leaders"),
+                            *[F.lit(0).alias(c) for c in ("movable_bytes", "movable_replicas", "forced_bytes",
+                                                          "forced_replicas")])
+    rows = leaving.unionByName(arriving).groupBy("broker").agg(
+        *[F.sum(c).alias(c) for c in STAT_FIELDS]).collect()
+    return {r["broker"]: BrokerStats(broker=r["broker"], **{c: int(r[c]) for c in STAT_FIELDS}) for r in rows}
+
+
+def apply_moves(state: DataFrame, moves: DataFrame) -> DataFrame:
+    """Rewrite the moved slots; ``moves`` is small next to the state, so it is broadcast instead of shuffled."""
+    targets = F.map_from_arrays(F.transform("moves", lambda m: m["slot"]), F.transform("moves", lambda m: m["target"]))
+    rewritten = F.transform("replicas", lambda x, i: F.coalesce(lookup(targets, i), x))
+    return (state.join(F.broadcast(moves), ["topic", "partition"], "left")
+            .withColumn("replicas", F.when(F.col("moves").isNull(), F.col("replicas")).otherwise(rewritten))
+            .select(*STATE_COLUMNS))

@@ -1,0 +1,249 @@
+"""The planning pipeline end to end: snapshot in, target assignment and metrics out.
+
+The driver runs a small, bounded number of rounds, never a loop over partitions. A round is three Spark jobs: pick
+and place the movers (checkpointed, small), sum their effect per broker (a few hundred numbers come back), and apply
+them to the state (checkpointed, so the query plan does not grow with the rounds). The per-broker sums are carried
+from round to round by adding each round's changes; they are recounted from the state only between phases.
+
+1. Read the snapshot, check it, decide the broker facts (:class:`kpo.planner.cluster.Cluster`).
+2. Build the state: selection, replication factor (:mod:`kpo.planner.prepare`).
+3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing.
+4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything).
+5. Leader rounds (reorders only, :mod:`kpo.planner.leaders`).
+6. Check the hard constraints on the result and measure it (:mod:`kpo.planner.metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from kpo.domain.plan_contract import (
+    BROKERS_FILE,
+    PARTITIONS_PATH,
+    REQUEST_FILE,
+    STATUS_OK,
+    BrokerInfo,
+    ContractError,
+    Goal,
+    PlanMetrics,
+    PlanRequest,
+    parse_brokers,
+)
+from kpo.planner import leaders, metrics, moves, storage
+from kpo.planner.cluster import Cluster, PlanError
+from kpo.planner.flow import handovers
+from kpo.planner.prepare import to_state
+from kpo.planner.rounds import RoundPlan, decide_bytes, decide_counts, decide_leaders, with_deltas
+
+MAX_BYTE_ROUNDS = 6
+MAX_COUNT_ROUNDS = 2
+MAX_LEADER_ROUNDS = 4
+
+log = logging.getLogger("kpo.planner")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    request: PlanRequest
+    brokers: tuple[BrokerInfo, ...]
+    partitions: DataFrame
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    state: DataFrame
+    cluster: Cluster
+    metrics: PlanMetrics
+
+
+def read_snapshot(spark: SparkSession, input_uri: str) -> Snapshot:
+    try:
+        request = PlanRequest.from_json(storage.read_document(spark, storage.join(input_uri, REQUEST_FILE)))
+        brokers = parse_brokers(storage.read_document(spark, storage.join(input_uri, BROKERS_FILE)))
+    except ContractError as err:
+        raise PlanError(str(err)) from None
+    partitions = storage.read_partitions(spark, storage.join(input_uri, PARTITIONS_PATH))
+    return Snapshot(request=request, brokers=brokers, partitions=partitions)
+
+
+def checkpoint(df: DataFrame) -> DataFrame:
+    return df.localCheckpoint(eager=True)
+
+
+def referenced_brokers(partitions: DataFrame) -> list[int]:
+    """Broker ids the replicas name, in the same pass that refuses a snapshot Kafka could not have produced."""
+    row = (partitions.select(F.size("replicas").alias("n"), F.size(F.array_distinct("replicas")).alias("distinct"),
+                             F.explode_outer("replicas").alias("broker"))
+           .agg(F.sum(F.when(F.col("n") != F.col("distinct"), 1).otherwise(0)).alias("twice"),
+                F.sum(F.when(F.col("n") <= 0, 1).otherwise(0)).alias("empty"),
+                F.sort_array(F.collect_set("broker")).alias("brokers")).first())
+    assert row is not None
+    if row["twice"]:
+        bad = partitions.filter(F.size(F.array_distinct("replicas")) != F.size("replicas")).limit(3).collect()
+        raise PlanError("the snapshot lists a broker twice in a partition's replicas: "
+                        + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
+    if row["empty"]:
+        bad = partitions.filter(F.size("replicas") <= 0).limit(3).collect()
+        raise PlanError("partitions without replicas in the snapshot: "
+                        + ", ".join(f"{r['topic']}-{r['partition']}" for r in bad))
+    return [int(b) for b in row["brokers"]]
+
+
+def _load_share(partitions: DataFrame) -> dict[int, float]:
+    rows = (partitions.select(F.coalesce("size_bytes", F.lit(0)).alias("size"), F.explode("replicas").alias("b"))
+            .groupBy("b").agg(F.sum("size").alias("load")).collect())
+    heaviest = max((float(r["load"]) for r in rows), default=0.0) or 1.0
+    return {int(r["b"]): float(r["load"]) / heaviest for r in rows}
+
+
+def _describe_stuck(state: DataFrame, cluster: Cluster) -> str:
+    rows = moves.replica_view(state, cluster).filter("forced").limit(5).collect()
+    where = ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])} slot {r['slot']}" for r in rows)
+    racks = f" in distinct racks ({cluster.rack_count} racks take part)" if cluster.rack_mode else ""
+    return f"cannot place every replica that must move{racks}; for example {where}"
+
+
+class _Rounds:
+    """The driver's loop state: the current state DataFrame, the per-broker sums, the round counter."""
+
+    def __init__(self, state: DataFrame, cluster: Cluster, request: PlanRequest, closed: bool) -> None:
+        self.state = state
+        self.cluster = cluster
+        self.request = request
+        self.closed = closed
+        self.stats = moves.broker_stats(state, cluster)
+        self.count = 0
+
+    def recount(self) -> None:
+        self.stats = moves.broker_stats(self.state, self.cluster)
+
+    def move(self, plan: RoundPlan) -> int:
+        picked = moves.pick_movers(moves.replica_view(self.state, self.cluster, plan.out), plan, self.cluster,
+                                   self.count)
+        placed = checkpoint(moves.place_movers(picked, plan, self.cluster, self.count))
+        deltas = moves.move_deltas(placed)
+        moved = sum(d.replicas for b, d in deltas.items() if d.replicas > 0)
+        if moved:
+            self.state = checkpoint(moves.apply_moves(self.state, placed))
+            self.stats = with_deltas(self.stats, deltas)
+        self.count += 1
+        log.info("round %d (%s): %d replicas moved", self.count, plan.unit, moved)
+        return moved
+
+    def bytes(self, limit: int) -> None:
+        broad = False
+        for _ in range(limit):
+            forced = moves.forced_by_domain(self.state, self.cluster) if self.closed else None
+            plan = decide_bytes(self.stats, self.cluster, self.request.tolerance, closed=self.closed,
+                                forced_by_domain=forced, broad=broad)
+            if plan.idle:
+                return
+            if not self.move(plan):
+                if broad:
+                    return
+                # Nothing could go where the quotas pointed: open every broker with room in the band instead.
+                broad = True
+
+    def counts(self, limit: int) -> int:
+        total = 0
+        for _ in range(limit):
+            plan = decide_counts(self.stats, self.cluster, self.request.tolerance)
+            moved = 0 if plan.idle else self.move(plan)
+            if not moved:
+                break
+            total += moved
+        return total
+
+    def leaders(self, limit: int) -> None:
+        for _ in range(limit):
+            quotas = decide_leaders(self.stats, self.cluster, self.request.tolerance)
+            if not quotas.out or not quotas.into:
+                return
+            links = leaders.leader_links(self.state, self.cluster)
+            flows = handovers({b: int(q) for b, q in quotas.out.items()},
+                              {b: int(q) for b, q in quotas.into.items()}, links)
+            if not flows:
+                return
+            chosen = checkpoint(leaders.leader_handovers(self.state, self.cluster, flows, self.count))
+            deltas = leaders.handover_deltas(chosen)
+            self.count += 1
+            handed = sum(d.leaders for d in deltas.values() if d.leaders > 0)
+            log.info("round %d (leaders): %d handovers for %d wanted", self.count, handed, int(quotas.total_out))
+            if not handed:
+                return
+            self.state = checkpoint(leaders.apply_handovers(self.state, chosen))
+            self.stats = with_deltas(self.stats, deltas)
+
+
+def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic) -> PlanResult:
+    started = clock()
+    request = snapshot.request
+    partitions = checkpoint(snapshot.partitions)
+    cluster = Cluster.of(request, snapshot.brokers, referenced_brokers(partitions))
+    share = _load_share(partitions) if request.goal is Goal.REPLICATION_FACTOR else None
+    state = checkpoint(to_state(partitions, request, cluster, share))
+    shape = state.agg(F.min(F.when(F.col("selected"), F.size("replicas"))).alias("min_rf"),
+                      F.max(F.when(F.col("selected"), F.size("replicas"))).alias("max_rf")).first()
+    assert shape is not None
+    if (shape["max_rf"] or 0) > len(cluster.eligible):
+        raise PlanError(f"a selected partition needs {shape['max_rf']} replicas but only {len(cluster.eligible)} "
+                        f"brokers take part: {sorted(cluster.eligible)}")
+    # Every partition holds a replica in every rack: no replica can change rack, each rack balances on its own.
+    closed = cluster.rack_mode and (shape["min_rf"] or 0) >= cluster.rack_count
+    run = _Rounds(state, cluster, request, closed)
+    lb_bytes, lb_replicas = metrics.lower_bounds(run.stats, cluster, request.tolerance)
+    run.bytes(MAX_BYTE_ROUNDS)
+    run.recount()
+    if any(s.forced_replicas for s in run.stats.values()):
+        raise PlanError(_describe_stuck(run.state, cluster))
+    if run.counts(MAX_COUNT_ROUNDS):
+        run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
+        run.recount()
+    run.leaders(MAX_LEADER_ROUNDS)
+    result = measure(run.state, cluster, request, lower_bound_bytes=lb_bytes, lower_bound_replicas=lb_replicas,
+                     rounds=run.count, planning_seconds=clock() - started)
+    return PlanResult(state=run.state, cluster=cluster, metrics=result)
+
+
+def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, lower_bound_bytes: int,
+            lower_bound_replicas: int, rounds: int, planning_seconds: float, check: bool = True) -> PlanMetrics:
+    """Metrics of the assignment in ``state``; with ``check``, a target that breaks a hard constraint is an error."""
+    counted = metrics.counters(state, cluster, request.replication_factor)
+    if check and counted["broken"]:
+        bad = state.filter(metrics.broken(cluster, request.replication_factor)).limit(3).collect()
+        raise PlanError("internal error, the plan breaks a hard constraint: "
+                        + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
+    before, after = metrics.broker_loads(state, cluster)
+    return PlanMetrics(
+        status=STATUS_OK, goal=request.goal, tolerance=request.tolerance, partitions=counted["partitions"],
+        partitions_selected=counted["partitions_selected"], partitions_changed=counted["partitions_changed"],
+        replicas_to_move=counted["replicas_to_move"], bytes_to_move=counted["bytes_to_move"],
+        leader_changes=counted["leader_changes"], lower_bound_bytes=lower_bound_bytes,
+        lower_bound_replicas=lower_bound_replicas, rack_aware=cluster.rack_mode,
+        rack_violations_before=counted["rack_violations_before"],
+        rack_violations_after=counted["rack_violations_after"],
+        replicas_left_on_removed_brokers=counted["replicas_left_on_removed_brokers"],
+        balance_before=metrics.balance(before, cluster), balance_after=metrics.balance(after, cluster),
+        brokers_before=before, brokers_after=after, rounds=rounds, planning_seconds=round(planning_seconds, 3))
+
+
+def plan_lines(state: DataFrame) -> DataFrame:
+    """``plan.json`` as ordered text lines (``order``, ``line``): kafka-reassign-partitions' JSON, changed
+    partitions only, sorted by topic and partition, built by Spark so that no partition passes through Python."""
+    entries = state.filter(F.col("replicas") != F.col("original")).select(
+        "topic", "partition",
+        F.to_json(F.struct("topic", "partition", "replicas",
+                           F.transform("replicas", lambda _: F.lit("any")).alias("log_dirs"))).alias("json"))
+    numbered = entries.select(F.row_number().over(Window.orderBy("topic", "partition")).alias("n"), "json")
+    body = numbered.select(F.col("n").cast("long").alias("order"),
+                           F.when(F.col("n") == 1, F.col("json")).otherwise(F.concat(F.lit(","), F.col("json")))
+                           .alias("line"))
+    edges = state.sparkSession.createDataFrame([(0, '{"version":1,"partitions":['), (2**62, "]}")],
+                                               "order long, line string")
+    return edges.unionByName(body)

@@ -1,0 +1,76 @@
+"""From the snapshot to the planner's state: which partitions the request may change, and at what replication factor.
+
+A ``ReplicationFactor`` request changes the length of the replica lists before any balancing: a longer list gets
+empty slots (replicas to create, placed by the first round like any forced move), a shorter one loses replicas. The
+replicas kept are, in order of preference: the current leader, replicas on eligible brokers, in-sync replicas,
+replicas in a rack not yet used, and replicas on lightly loaded brokers -- so a decrease also helps the balance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from kpo.domain.plan_contract import Goal, PlanRequest
+from kpo.planner.cluster import Cluster
+from kpo.planner.exprs import int_array, int_map, lookup
+from kpo.planner.schemas import STATE_COLUMNS
+
+
+def selection(request: PlanRequest) -> Column:
+    """Whether the request may change a partition of ``topic``. A pattern matches the whole name (Java syntax)."""
+    chosen: Column | None = None
+    if request.topics:
+        chosen = F.col("topic").isin(list(request.topics))
+    if request.topic_pattern:
+        matched = F.col("topic").rlike(f"^(?:{request.topic_pattern})$")
+        chosen = matched if chosen is None else chosen | matched
+    if chosen is None:
+        chosen = F.lit(True)
+    if request.exclude_topics:
+        chosen = chosen & ~F.col("topic").isin(list(request.exclude_topics))
+    return chosen
+
+
+def _resized(replicas: Column, factor: int, cluster: Cluster, load_share: Mapping[int, float]) -> Column:
+    eligible = int_array(sorted(cluster.eligible))
+    domain = int_map(cluster.domain_of, "int")
+    share = int_map(load_share)
+
+    def score(b: Column, i: Column) -> Column:
+        outside = ~F.array_contains(eligible, b)
+        repeated_rack = F.exists(F.slice(replicas, 1, i), lambda x: lookup(domain, x) == lookup(domain, b))
+        return (F.when((i == 0) & ~outside, 0.0).otherwise(8.0)
+                + F.when(outside, 4.0).otherwise(0.0)
+                + F.when(~F.array_contains(F.coalesce(F.col("isr"), F.array()), b), 2.0).otherwise(0.0)
+                + F.when(repeated_rack, 1.0).otherwise(0.0)
+                + F.coalesce(lookup(share, b), F.lit(0.0)) * 0.5)
+
+    ranked = F.array_sort(F.transform(replicas, lambda b, i: F.struct(score(b, i).alias("score"), i.alias("i"),
+                                                                      b.alias("b"))))
+    kept = F.array_sort(F.transform(F.slice(ranked, 1, factor), lambda s: F.struct(s["i"].alias("i"),
+                                                                                      s["b"].alias("b"))))
+    shrunk = F.transform(kept, lambda s: s["b"])
+    grown = F.concat(replicas, F.array_repeat(F.lit(None).cast("int"), F.lit(factor) - F.size(replicas)))
+    return (F.when(F.size(replicas) > factor, shrunk).when(F.size(replicas) < factor, grown)
+            .otherwise(replicas))
+
+
+def to_state(partitions: DataFrame, request: PlanRequest, cluster: Cluster,
+             load_share: Mapping[int, float] | None = None) -> DataFrame:
+    """The planner's state (``STATE_COLUMNS``); ``load_share`` (broker -> load / heaviest load) guides decreases."""
+    selected = selection(request)
+    replicas = F.col("replicas")
+    if request.goal is Goal.REPLICATION_FACTOR and request.replication_factor is not None:
+        resized = _resized(replicas, request.replication_factor, cluster, load_share or {})
+        replicas = F.when(selected, resized).otherwise(replicas)
+    return partitions.select(
+        "topic", "partition",
+        F.coalesce(F.col("size_bytes"), F.lit(0)).cast("long").alias("size"),
+        selected.alias("selected"),
+        F.coalesce(F.col("isr"), F.array().cast("array<int>")).alias("isr"),
+        F.col("replicas").alias("original"),
+        replicas.cast("array<int>").alias("replicas"),
+    ).select(*STATE_COLUMNS)

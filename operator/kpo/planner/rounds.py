@@ -1,0 +1,164 @@
+"""The driver's decision for one round of moves, from per-broker totals only.
+
+A plan is built in a few rounds. Each round Spark sums the replicas per broker (a few hundred rows come back), this
+module turns those sums into quotas -- how much each broker sends and receives, and how large its movers should be --
+and Spark then picks and places the replicas that meet the quotas (:mod:`kpo.planner.moves`). The next round starts
+from the new totals, so whatever one round could not place (a partition that already has a replica in the receiving
+rack, two movers of one partition aiming at the same rack) is picked up by the next, and the quotas never ask for more
+than what is still out of balance.
+
+Rounds in order: bytes (forced moves and byte balance), then replica counts if they are still out of their band, then
+leaders (a reorder within each partition, which moves no data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kpo.planner.balance import Band, Quotas, band, water_fill
+from kpo.planner.cluster import Cluster
+
+
+@dataclass(frozen=True)
+class BrokerStats:
+    """One broker's replicas as a round sees them (``broker`` None collects replicas still to be created)."""
+
+    broker: int | None
+    bytes: int = 0
+    replicas: int = 0
+    leaders: int = 0
+    movable_bytes: int = 0
+    movable_replicas: int = 0
+    forced_bytes: int = 0
+    forced_replicas: int = 0
+
+
+def with_deltas(stats: Mapping[int | None, BrokerStats], deltas: Mapping[int | None, BrokerStats],
+                ) -> dict[int | None, BrokerStats]:
+    """The per-broker sums after a round, from the sums before and the round's changes."""
+    out = dict(stats)
+    for b, d in deltas.items():
+        s = out.get(b, BrokerStats(broker=b))
+        out[b] = BrokerStats(broker=b, **{name: getattr(s, name) + getattr(d, name) for name in STAT_FIELDS})
+    return out
+
+
+STAT_FIELDS = ("bytes", "replicas", "leaders", "movable_bytes", "movable_replicas", "forced_bytes", "forced_replicas")
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What Spark acts on in one round. Quotas are in the round's unit: bytes, or replicas for a count round."""
+
+    unit: str  # "bytes" | "replicas"
+    out: dict[int, float] = field(default_factory=dict)
+    into: dict[int, float] = field(default_factory=dict)
+    # The average size a sender's movers should have, so that it meets its byte and its count quota together.
+    mover_size: dict[int, float] = field(default_factory=dict)
+    forced: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return not self.out and not self.into and self.forced == 0
+
+
+def _domain_groups(cluster: Cluster, closed: bool) -> list[frozenset[int]]:
+    """Brokers that balance among themselves: every eligible broker, or one rack at a time when no partition can
+    change rack (every partition of the request holds a replica in every rack)."""
+    if not closed:
+        return [cluster.eligible]
+    return [frozenset(bs) for bs in cluster.domains.values()]
+
+
+def decide_bytes(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float, *, closed: bool,
+                 forced_by_domain: Mapping[int, float] | None = None, broad: bool = False) -> RoundPlan:
+    """Byte quotas for a round. ``broad`` opens every broker with room below the top of the inner band as a
+    receiver (for the full room), for when the most even receivers share too many partitions with the senders."""
+    eligible = cluster.eligible
+    forced_total = sum(s.forced_bytes for s in stats.values())
+    kept = {b: float(stats[b].bytes - stats[b].forced_bytes) if b in stats else 0.0 for b in eligible}
+    total = sum(kept.values()) + forced_total
+    real = band(total, len(eligible), tolerance)
+    placed = [s for b, s in stats.items() if b in eligible and s.replicas]
+    average = sum(s.bytes for s in placed) / max(1, sum(s.replicas for s in placed))
+    inner = real.narrowed(average / 2)
+    counts = _count_quotas(stats, cluster, tolerance)
+    out: dict[int, float] = {}
+    into: dict[int, float] = {}
+    for group in _domain_groups(cluster, closed):
+        forced_here = forced_total if not closed else float((forced_by_domain or {}).get(
+            cluster.domain_of[next(iter(group))], 0.0))
+        movable = {b: float(stats[b].movable_bytes) if b in stats else 0.0 for b in group}
+        q = water_fill({b: kept[b] for b in group}, forced=forced_here, real=real, inner=inner, movable=movable)
+        out |= q.out
+        into |= q.into
+        if broad and q.out:
+            into |= {b: inner.hi - kept[b] for b in group if b not in q.out and kept[b] < inner.hi}
+    sizes = {b: _mover_size(stats[b], q_out, counts) for b, q_out in out.items() if b in stats}
+    return RoundPlan(unit="bytes", out=_positive(out), into=_positive(into), mover_size=sizes,
+                     forced=sum(s.forced_replicas for s in stats.values()))
+
+
+def _count_quotas(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> tuple[Band, dict[
+        int, int]]:
+    counts = {b: stats[b].replicas - stats[b].forced_replicas if b in stats else 0 for b in cluster.eligible}
+    total = sum(counts.values()) + sum(s.forced_replicas for s in stats.values())
+    return band(total, len(cluster.eligible), tolerance, integral=True), counts
+
+
+def _mover_size(s: BrokerStats, quota: float, counts: tuple[Band, dict[int, int]]) -> float:
+    """The average size a sender's movers should have: its own average replica, unless that would push its replica
+    count out of the count band, in which case fewer larger (or more smaller) replicas carry the same bytes."""
+    count_band, kept = counts
+    own = s.movable_bytes / s.movable_replicas if s.movable_replicas else quota
+    c = kept.get(s.broker, 0) if s.broker is not None else 0
+    fewest = max(0.0, c - count_band.hi)
+    most = max(fewest, c - count_band.lo)
+    wanted = min(max(quota / own if own > 0 else 1.0, fewest), most)
+    return quota / max(1.0, wanted)
+
+
+def decide_counts(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> RoundPlan:
+    """A replica-count round: only when a broker's count is outside its band after the byte rounds. It moves the
+    smallest replicas, and only between brokers whose bytes have room for it (a receiver not near the top of the
+    byte band, a sender not near its bottom), so that fixing counts does not break the byte balance."""
+    count_band, counts = _count_quotas(stats, cluster, tolerance)
+    if all(count_band.holds(c) for c in counts.values()):
+        return RoundPlan(unit="replicas")
+    loads = {b: float(stats[b].bytes) if b in stats else 0.0 for b in counts}
+    placed = [s for b, s in stats.items() if b in counts and s.replicas]
+    average = sum(s.bytes for s in placed) / max(1, sum(s.replicas for s in placed))
+    bytes_band = band(sum(loads.values()), len(loads), tolerance)
+    movable = {b: float(stats[b].movable_replicas) if b in stats else 0.0 for b in counts}
+    inner = count_band.narrowed(max(1.0, math.floor(tolerance * count_band.mean / 5)))
+    q = water_fill({b: float(c) for b, c in counts.items()}, forced=0.0, real=count_band, inner=inner,
+                   movable=movable)
+    out = {b: n for b, n in q.out.items() if loads[b] >= bytes_band.lo}
+    into = {b: n for b, n in q.into.items() if loads[b] <= bytes_band.hi - average}
+    return RoundPlan(unit="replicas", out=_whole(out, up=False), into=_whole(into, up=True))
+
+
+def decide_leaders(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> Quotas:
+    """Leaders to hand over (``out``) and take (``into``) per broker, as whole numbers."""
+    leaders = {b: float(stats[b].leaders) if b in stats else 0.0 for b in cluster.eligible}
+    edges = band(sum(leaders.values()), len(leaders), tolerance, integral=True)
+    if all(edges.holds(c) for c in leaders.values()):
+        return Quotas()
+    # Aim at the mean, not the band's edge: leaders move no data, and the slack lets brokers inside the band pass
+    # leadership on between brokers that share no partition.
+    middle = Band(edges.mean, math.floor(edges.mean), math.ceil(edges.mean))
+    q = water_fill(leaders, forced=0.0, real=edges, inner=middle)
+    return Quotas(out=_whole(q.out, up=False), into=_whole(q.into, up=True))
+
+
+def _positive(quotas: dict[int, float]) -> dict[int, float]:
+    return {b: q for b, q in quotas.items() if q > 0.5}
+
+
+def _whole(quotas: dict[int, float], *, up: bool) -> dict[int, float]:
+    """Whole counts: senders give what they must (rounded), receivers may take up to the next whole number, which
+    never lifts them past an integral band's top."""
+    out = {b: float(math.ceil(q - 1e-9) if up else round(q)) for b, q in quotas.items()}
+    return {b: q for b, q in out.items() if q >= 1}
