@@ -86,6 +86,44 @@ class ExecutionDefaults(_Model):
     max_moves_per_broker: int = Field(default=5, ge=1, description="In-flight moves touching one broker.")
 
 
+class ResourcesSpec(_Model):
+    cores: int = Field(default=1, ge=1)
+    memory: str = "1g"
+    instances: int = Field(default=1, ge=1)
+
+
+class SparkApplicationSettings(_Model):
+    """How the operator writes a SparkApplication (sparkoperator.k8s.io/v1beta2) for a plan."""
+
+    namespace: str = Field(default="", description="Where SparkApplications are created; empty: the CR's namespace.")
+    image: str = "kpo/planner:0.1.0"
+    image_pull_policy: str = "IfNotPresent"
+    spark_version: str = "4.0.0"
+    main_application_file: str = "local:///opt/kpo/planner-job.py"
+    service_account: str = "kpo-planner"
+    driver: ResourcesSpec = ResourcesSpec()
+    executor: ResourcesSpec = ResourcesSpec(instances=2, memory="2g")
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+
+
+class LocalPlannerSettings(_Model):
+    master: str = "local[*]"
+    driver_memory: str = "1g"
+    timeout_seconds: float = Field(default=1800.0, gt=0)
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+
+
+class PlannerConfig(_Model):
+    """Where generated plans are computed: ``local`` (spark-submit in local mode, supervised by the operator) or
+    ``sparkApplication``. ``workDir`` holds each plan's input snapshot and output; for SparkApplications it must be
+    storage the driver reads and writes too (a shared volume, or an object-store URI)."""
+
+    backend: str = Field(default="local", pattern="^(local|sparkApplication)$")
+    work_dir: str = "/tmp/kpo-plans"
+    local: LocalPlannerSettings = LocalPlannerSettings()
+    spark_application: SparkApplicationSettings = SparkApplicationSettings()
+
+
 class OperatorConfig(_Model):
     clusters: dict[str, KafkaConnection] = Field(default_factory=dict)
     default_cluster: str = DEFAULT_CLUSTER
@@ -93,6 +131,7 @@ class OperatorConfig(_Model):
     execution: ExecutionDefaults = ExecutionDefaults()
     namespace: str = Field(default="default", description="The operator's own namespace (Secrets are read here).")
     metrics_port: int = 8080
+    planner: PlannerConfig = PlannerConfig()
 
     def connection(self, cluster_ref: str | None) -> KafkaConnection:
         name = cluster_ref or self.default_cluster
@@ -116,6 +155,11 @@ class OperatorConfig(_Model):
         if env.get("KPO_BOOTSTRAP_SERVERS") and DEFAULT_CLUSTER not in clusters:
             clusters[DEFAULT_CLUSTER] = {"bootstrapServers": env["KPO_BOOTSTRAP_SERVERS"]}
         data["clusters"] = clusters
+        if env.get("KPO_PLANNER_CONFIG"):
+            planner = yaml.safe_load(Path(env["KPO_PLANNER_CONFIG"]).read_text()) or {}
+            if not isinstance(planner, dict):
+                raise ValueError(f"{env['KPO_PLANNER_CONFIG']} must hold a mapping")
+            data["planner"] = planner
         if env.get("KPO_NAMESPACE"):
             data["namespace"] = env["KPO_NAMESPACE"]
         if env.get("KPO_POLL_INTERVAL"):

@@ -14,10 +14,12 @@ from kubernetes import client
 
 from kpo.config import KafkaConnection, OperatorConfig, SecretKeyRef
 from kpo.domain.scheduling import Limits, SchedulerConfig
+from kpo.k8s.proposals import ProposalStore
 from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
+from kpo.planning_jobs import PlanningJobs
 from kpo.scheduler import ClusterScheduler, WriteRates
 
 
@@ -52,6 +54,7 @@ class OperatorContext:
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
     _schedulers: dict[str, ClusterScheduler] = field(default_factory=dict)
     _write_rates: dict[str, WriteRates] = field(default_factory=dict)
+    _planning_jobs: PlanningJobs | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -63,6 +66,17 @@ class OperatorContext:
     @property
     def rollbacks(self) -> RollbackStore:
         return RollbackStore(self.core)
+
+    @property
+    def proposals(self) -> ProposalStore:
+        return ProposalStore(self.core)
+
+    @property
+    def planning_jobs(self) -> PlanningJobs:
+        with self._lock:
+            if self._planning_jobs is None:
+                self._planning_jobs = PlanningJobs(self.config.planner, self.api)
+            return self._planning_jobs
 
     def cluster_name(self, cluster_ref: str | None) -> str:
         return cluster_ref or self.config.default_cluster

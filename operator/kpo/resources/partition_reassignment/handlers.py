@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,16 +18,26 @@ import kopf
 from pydantic import ValidationError
 
 from kpo import metrics
-from kpo.api import GROUP, VERSION
+from kpo.api import GROUP, VERSION, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.model import TopicPartition
-from kpo.domain.reassignment import Problem
+from kpo.domain.proposal import Proposal
+from kpo.domain.reassignment import Problem, Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
 from kpo.domain.throttle import ThrottleJournal
-from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.partition_reassignment import reconciler, throttling
-from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Phase
-from kpo.resources.partition_reassignment.spec import intent_of, memory_of, parse_spec, partition_list, targets_of
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.resources.partition_reassignment import plan_reconciler, reconciler, throttling
+from kpo.resources.partition_reassignment.lifecycle import CLAIMING, TERMINAL, Phase
+from kpo.resources.partition_reassignment.planning import PlanIntent
+from kpo.resources.partition_reassignment.spec import (
+    intent_of,
+    memory_of,
+    parse_spec,
+    partition_list,
+    phase_of,
+    plan_request,
+    targets_of,
+)
 from kpo.runtime import OperatorContext
 
 PLURAL = "partitionreassignments"
@@ -92,13 +103,6 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
                         for e in exc.errors()]
             _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
             return
-        if parsed.plan is not None:
-            # Generated plans go through the planning pipeline; until it is wired in, say so instead of guessing.
-            problem = Problem("spec.plan", "PlanningUnavailable",
-                              "generated plans are not available in this version of kpo; use spec.partitions")
-            if status.get("phase") != Phase.INVALID.value or status.get("observedGeneration") != generation:
-                _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
-            return
         try:
             kafka = context.kafka(parsed.cluster_ref)
         except KeyError as exc:
@@ -106,31 +110,21 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
             if status.get("observedGeneration") != generation:
                 _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
             return
-        namespace, name = meta["namespace"], meta["name"]
-        originals = context.rollbacks.load(namespace, name)
-        me = _claim(meta, spec, status)
-        cluster = context.cluster_name(parsed.cluster_ref)
+        intent = intent_of(parsed, generation)
+        if parsed.plan is not None:
+            planned = _plan_step(body, parsed, context=context, kafka=kafka, now=now)
+            if planned is None:
+                return
+            if isinstance(planned, reconciler.TickOutcome):
+                _apply(body, patch, planned)
+                return
+            intent = replace(intent, targets={tp: Target(r) for tp, r in planned.targets.items()})
+        originals = context.rollbacks.load(meta["namespace"], meta["name"])
         assert partitionreassignment_claims is not None, "Kopf passes every index to every handler"
-        others = list(partitionreassignment_claims.get(cluster, []))
-        owner = _owner(meta)
-        execution = Execution(order=Order(parsed.execution.order.value),
-                              limits=Limits(parsed.execution.max_moves, parsed.execution.max_moves_per_broker),
-                              throttle=float(parsed.execution.throttle) if parsed.execution.throttle else None)
-        holders = {tp: _owner_of(c) for c in [*others, me] if c.live for tp in c.in_flight}
-        scheduler = context.scheduler(cluster)
-        ports = reconciler.Ports(
-            kafka=kafka,
-            save_originals=lambda found: context.rollbacks.add(body, found),
-            load_throttle=lambda: context.rollbacks.load_throttle(namespace, name),
-            save_throttle=lambda journal: context.rollbacks.save_throttle(body, journal),
-            claimed_by_others=lambda: claimed_by_others(me, others),
-            others_throttles=lambda: [c.throttle for c in others if c.live and c.key != me.key],
-            schedule=lambda candidates, view: scheduler.admit(owner, execution, candidates, view.ongoing, holders),
-            write_rates=context.write_rates(cluster).observe,
-        )
+        ports = _ports(body, parsed, context, kafka, partitionreassignment_claims)
         try:
-            outcome = reconciler.tick(body=body, intent=intent_of(parsed, generation),
-                                      memory=memory_of(status, originals), ports=ports, now=now)
+            outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(status, originals), ports=ports,
+                                      now=now)
         except KafkaRequestRefused as exc:
             logger.warning("Kafka refused a read: %s", exc)
             raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
@@ -142,11 +136,69 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         _apply(body, patch, outcome)
 
 
+def _plan_step(body: kopf.Body, parsed: PartitionReassignmentSpec, *, context: OperatorContext, kafka: KafkaAdmin,
+               now: str) -> reconciler.TickOutcome | Proposal | None:
+    """For ``spec.plan``: a planning tick while planning or awaiting approval; else the approved proposal (or
+    ``None`` when a finished resource has nothing to do)."""
+    meta, status = body["metadata"], body.get("status") or {}
+    generation = int(meta.get("generation") or 1)
+    request = plan_request(parsed)
+    stored = context.proposals.load(meta["namespace"], meta["name"])
+    phase = phase_of(status)
+    fresh = phase in TERMINAL and generation != int(status.get("observedGeneration") or 0)
+    current = stored[0] if stored is not None and stored[1] == request else None
+    if phase in TERMINAL and not fresh:
+        return current  # an executed plan may still have throttles to take back; a failed one has nothing
+    if phase in (Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING) and current is not None:
+        return current
+    if phase not in (Phase.PENDING, Phase.PLANNING, Phase.PROPOSED):
+        # spec.plan changed while its proposal ran: plan again (moves in flight are followed, not cancelled).
+        fresh = True
+    approval = parsed.approval
+    intent = PlanIntent(generation=generation, request=request,
+                        automatic=approval is not None and approval.mode.value == "Automatic",
+                        approved_id=approval.proposal_id if approval is not None else None, stop=parsed.stop)
+    try:
+        return plan_reconciler.plan_tick(body=body, phase=Phase.PENDING if fresh else phase, intent=intent,
+                                         kafka=kafka, jobs=context.planning_jobs, proposals=context.proposals,
+                                         now=now)
+    except KafkaRequestRefused as exc:
+        raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
+
+
+def _ports(body: kopf.Body, parsed: PartitionReassignmentSpec, context: OperatorContext, kafka: KafkaAdmin,
+           claims: kopf.Index[str, Claim]) -> reconciler.Ports:
+    """The execution tick's reads and writes: ConfigMaps, the other resources' claims, the cluster's scheduler."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    me = _claim(meta, body.get("spec") or {}, body.get("status") or {})
+    cluster = context.cluster_name(parsed.cluster_ref)
+    others = list(claims.get(cluster, []))
+    owner = _owner(meta)
+    execution = Execution(order=Order(parsed.execution.order.value),
+                          limits=Limits(parsed.execution.max_moves, parsed.execution.max_moves_per_broker),
+                          throttle=float(parsed.execution.throttle) if parsed.execution.throttle else None)
+    holders = {tp: _owner_of(c) for c in [*others, me] if c.live for tp in c.in_flight}
+    scheduler = context.scheduler(cluster)
+    return reconciler.Ports(
+        kafka=kafka,
+        save_originals=lambda found: context.rollbacks.add(body, found),
+        load_throttle=lambda: context.rollbacks.load_throttle(namespace, name),
+        save_throttle=lambda journal: context.rollbacks.save_throttle(body, journal),
+        claimed_by_others=lambda: claimed_by_others(me, others),
+        others_throttles=lambda: [c.throttle for c in others if c.live and c.key != me.key],
+        schedule=lambda candidates, view: scheduler.admit(owner, execution, candidates, view.ongoing, holders),
+        write_rates=context.write_rates(cluster).observe,
+    )
+
+
 def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
                                  uid: str, memo: Any, logger: Logger,
                                  partitionreassignment_claims: kopf.Index[str, Claim] | None = None,
                                  **_: Any) -> None:
     metrics.forget(uid)
+    # The planning storage (snapshot, job output) goes with the resource, whatever the deletion policy.
+    _context(memo).planning_jobs.cleanup(body)
     if spec.get("deletionPolicy") == "Orphan":
         logger.info("deletionPolicy Orphan: moves in flight are left running in Kafka")
         if status.get("throttle"):

@@ -123,7 +123,7 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
         decision = decide(intent, memory, observation, lambda candidates: ports.schedule(candidates, view))
     except KafkaUnavailable as exc:
-        return _unavailable(status, intent, str(exc), now)
+        return unavailable_outcome(status, str(exc), now)
 
     effects = _Effects(
         owned=dict(decision.classification.owned) if decision.classification is not None else
@@ -140,7 +140,7 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     except KafkaUnavailable as exc:
         effects.events.append(Event("Warning", "KafkaUnavailable", f"will retry: {exc}"))
         if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED:
-            return _unavailable(status, intent, str(exc), now)
+            return unavailable_outcome(status, str(exc), now)
     owned, failures, events, rollback_name = effects.owned, effects.failures, effects.events, effects.rollback_name
     journal, leader_election = effects.journal, effects.leader_election
 
@@ -305,7 +305,8 @@ def _seconds_between(start: str, end: str) -> float:
     return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
 
 
-def _unavailable(status: Mapping[str, Any], intent: Intent, message: str, now: str) -> TickOutcome:
+def unavailable_outcome(status: Mapping[str, Any], message: str, now: str) -> TickOutcome:
+    """Kafka could not be reached: the phase stays, Progressing says why, and the next tick tries again."""
     updates = [cond.ConditionUpdate(cond.PROGRESSING, True, "KafkaUnavailable", f"retrying: {message}")]
     conditions = cond.merge(status.get("conditions") or [], updates, int(status.get("observedGeneration") or 0), now)
     return TickOutcome(status={"conditions": conditions},

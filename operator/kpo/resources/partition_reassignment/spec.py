@@ -11,6 +11,7 @@ from typing import Any
 
 from kpo.api import PartitionReassignmentSpec
 from kpo.domain.model import KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.reassignment import Target
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
 
@@ -34,15 +35,30 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
                   throttle=spec.execution.throttle, elect_leaders_after=spec.execution.elect_leaders_after)
 
 
+def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
+    """The planning job's request for ``spec.plan`` (the storage contract's shape)."""
+    plan = spec.plan
+    assert plan is not None
+    return PlanRequest(goal=Goal(plan.goal.value), brokers=tuple(plan.brokers or ()), topics=tuple(plan.topics or ()),
+                       topic_pattern=plan.topic_pattern, exclude_topics=tuple(plan.exclude_topics or ()),
+                       replication_factor=plan.replication_factor,
+                       # The API allows a tolerance of 1 (anything goes); the job's contract wants it below 1.
+                       tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware)
+
+
+def phase_of(status: Mapping[str, Any]) -> Phase:
+    try:
+        return Phase(status.get("phase") or Phase.PENDING)
+    except ValueError:
+        return Phase.PENDING
+
+
 def partition_list(entries: Any) -> dict[TopicPartition, Mapping[str, Any]]:
     return {TopicPartition(str(e["topic"]), int(e["partition"])): e for e in entries or []}
 
 
 def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]) -> Memory:
-    try:
-        phase = Phase(status.get("phase") or Phase.PENDING)
-    except ValueError:
-        phase = Phase.PENDING
+    phase = phase_of(status)
     owned = {tp: tuple(int(r) for r in e["replicas"]) for tp, e in partition_list(status.get("inFlight")).items()}
     failures = {tp: KafkaRefusal(code=str(e.get("reason", "")), message=str(e.get("message", "")))
                 for tp, e in partition_list(status.get("failures")).items()}

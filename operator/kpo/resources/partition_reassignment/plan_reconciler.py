@@ -1,0 +1,133 @@
+"""One tick of a PartitionReassignment's planning phases: snapshot, job, proposal, approval.
+
+The I/O shell around :func:`planning.decide_planning`, as :mod:`reconciler` is for execution: it reads the cluster
+through the KafkaAdmin Protocol, hands the snapshot to the planning backend, keeps the proposal in its ConfigMap and
+returns the status to write. Once a proposal is approved the resource is Executing and :mod:`reconciler` carries
+the proposal's targets out like explicit ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kpo.domain import conditions as cond
+from kpo.domain.model import ClusterView
+from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
+from kpo.domain.proposal import Proposal
+from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.resources.partition_reassignment.lifecycle import Event, Phase
+from kpo.resources.partition_reassignment.planning import (
+    Job,
+    JobStatus,
+    PlanIntent,
+    PlanningDecision,
+    decide_planning,
+    selected_topics,
+)
+from kpo.resources.partition_reassignment.reconciler import TickOutcome, unavailable_outcome
+
+
+class JobBackend(Protocol):
+    def start(self, body: Mapping[str, Any], request: PlanRequest, brokers: list[BrokerInfo],
+              partitions: list[PartitionRecord]) -> None: ...
+
+    def poll(self, body: Mapping[str, Any]) -> Job: ...
+
+
+class ProposalKeeper(Protocol):
+    def save(self, body: Mapping[str, Any], proposal: Proposal, request: PlanRequest, metrics: PlanMetrics,
+             created_at: str) -> str: ...
+
+    def load(self, namespace: str, cr_name: str) -> tuple[Proposal, PlanRequest] | None: ...
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    view: ClusterView
+    brokers: list[BrokerInfo]
+    partitions: list[PartitionRecord]
+
+
+def snapshot(kafka: KafkaAdmin, request: PlanRequest) -> Snapshot:
+    """Brokers (with racks and liveness) and every partition (replicas, leader, ISR, size) the planner needs."""
+    live = kafka.brokers()
+    names = kafka.topic_names()
+    chosen = selected_topics(request, frozenset(names))
+    # Every topic's load counts for the brokers' balance; internal topics only when the request names them.
+    topics = {t for t in names if not t.startswith("__")} | chosen
+    states = kafka.describe_topics(topics)
+    sizes, log_dirs = kafka.replica_sizes(topics)
+    ongoing = kafka.list_reassignments()
+    view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=sizes, log_dirs=log_dirs,
+                       topics=frozenset(names))
+    known = set(live) | {b for s in states.values() for b in s.replicas}
+    brokers = [BrokerInfo(id=b, rack=live[b].rack if b in live else None, alive=b in live) for b in sorted(known)]
+    partitions = [PartitionRecord(topic=tp.topic, partition=tp.partition, replicas=s.replicas,
+                                  leader=s.leader if s.leader >= 0 else None, isr=s.isr,
+                                  size_bytes=view.partition_size(tp))
+                  for tp, s in sorted(states.items())]
+    return Snapshot(view=view, brokers=brokers, partitions=partitions)
+
+
+def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafka: KafkaAdmin, jobs: JobBackend,
+              proposals: ProposalKeeper, now: str) -> TickOutcome:
+    status: Mapping[str, Any] = body.get("status") or {}
+    meta = body["metadata"]
+    stored = proposals.load(meta["namespace"], meta["name"])
+    current = stored[0] if stored is not None and stored[1] == intent.request else None
+    try:
+        snap = snapshot(kafka, intent.request)
+        job = jobs.poll(body) if phase is Phase.PLANNING else Job(JobStatus.NONE)
+        decision = decide_planning(phase, intent, job, current, snap.view)
+        if decision.start_job:
+            jobs.start(body, intent.request, snap.brokers, snap.partitions)
+    except KafkaUnavailable as exc:
+        return unavailable_outcome(status, str(exc), now)
+    new_status: dict[str, Any] = {
+        "phase": decision.phase.value,
+        "observedGeneration": intent.generation,
+        "conditions": cond.merge(status.get("conditions") or [], _conditions(decision), intent.generation, now),
+    }
+    events = list(decision.events)
+    if decision.phase is Phase.PROPOSED and job.proposal is not None and job.metrics is not None \
+            and decision.proposal is job.proposal:
+        name = proposals.save(body, job.proposal, intent.request, job.metrics, now)
+        new_status["proposal"] = _proposal_status(job.proposal, job.metrics, name, now)
+        new_status["summary"] = _summary(job.metrics)
+    if decision.phase is Phase.FAILED:
+        events.append(Event("Warning", "PlanningFailed", decision.message))
+    return TickOutcome(status=new_status, events=events)
+
+
+def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:
+    waiting = decision.phase is Phase.PROPOSED
+    return cond.kstatus(ready=decision.phase is Phase.SUCCEEDED,
+                        progressing=decision.phase in (Phase.PLANNING, Phase.EXECUTING),
+                        stalled=decision.phase in (Phase.FAILED, Phase.INVALID) or (
+                            waiting and decision.reason == "Proposed" and "waits" in decision.message),
+                        reason="AwaitingApproval" if waiting and "waits" in decision.message else decision.reason,
+                        message=decision.message)
+
+
+def _proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, now: str) -> dict[str, Any]:
+    return {"id": proposal.id, "createdAt": now, "configMap": config_map, "partitions": len(proposal.targets),
+            "replicaMoves": metrics.replicas_to_move, "bytesToMove": metrics.bytes_to_move,
+            "leaderChanges": metrics.leader_changes}
+
+
+def _summary(metrics: PlanMetrics) -> dict[str, Any]:
+    before = {b.broker: b for b in metrics.brokers_before}
+    after = {b.broker: b for b in metrics.brokers_after}
+    brokers = [{"id": broker,
+                "bytesBefore": before[broker].bytes if broker in before else 0,
+                "bytesAfter": after[broker].bytes if broker in after else 0,
+                "replicasBefore": before[broker].replicas if broker in before else 0,
+                "replicasAfter": after[broker].replicas if broker in after else 0,
+                "leadersBefore": before[broker].leaders if broker in before else 0,
+                "leadersAfter": after[broker].leaders if broker in after else 0}
+               for broker in sorted(set(before) | set(after))]
+    return {"partitions": metrics.partitions_changed, "replicaMoves": metrics.replicas_to_move,
+            "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes,
+            "lowerBoundBytes": metrics.lower_bound_bytes, "brokers": brokers}

@@ -1,0 +1,194 @@
+"""The planning phases of a PartitionReassignment with ``spec.plan``: Planning and Proposed, decided purely.
+
+A generated plan is never executed blindly. kpo snapshots the cluster, runs the planning job (PySpark, locally or as
+a SparkApplication) and stops at **Proposed** with a summary in the status and the full plan in a ConfigMap. The
+user approves exactly the proposal that was shown by copying its id into ``spec.approval.proposalId`` (or sets
+``approval.mode: Automatic``). At approval kpo checks that the cluster still looks like the snapshot the plan was
+computed from; if a planned partition moved or a target broker is gone, it plans again and says why, instead of
+carrying out a stale plan. After that the plan's targets run exactly like explicit ones (:mod:`lifecycle`).
+
+::
+
+    Pending ──valid──► Planning ──job ok──► Proposed ──approved, cluster unchanged──► Executing
+       │                 │   ▲                 │  │
+       │ invalid         │   └──cluster changed┘  └── spec.stop ──► Stopped
+       ▼                 ▼ job failed
+    Invalid            Failed                 (an empty plan: Succeeded at once, nothing to move)
+
+- **Pending** transitions to *Invalid* (the request cannot be met on this cluster: unknown or offline brokers, a
+  replication factor above the brokers that remain, no topic selected), *Stopped* (``spec.stop``), or *Planning*
+  (the job is started).
+- **Planning** stays while the job runs (and starts it again if the operator restarted and lost it); transitions to
+  *Failed* (the job failed: its own message), *Succeeded* (nothing to move) or *Proposed*.
+- **Proposed** stays until approved; transitions to *Executing* (approved and the cluster unchanged), *Planning*
+  (approved, but the cluster changed since the snapshot), or *Stopped*.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kpo.domain.model import ClusterView
+from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest
+from kpo.domain.proposal import Proposal
+from kpo.domain.reassignment import Problem
+from kpo.resources.partition_reassignment.lifecycle import Event, Phase
+
+PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
+    Phase.PENDING: frozenset({Phase.INVALID, Phase.STOPPED, Phase.PLANNING}),
+    Phase.PLANNING: frozenset({Phase.PLANNING, Phase.FAILED, Phase.SUCCEEDED, Phase.PROPOSED, Phase.STOPPED}),
+    Phase.PROPOSED: frozenset({Phase.PROPOSED, Phase.EXECUTING, Phase.PLANNING, Phase.STOPPED}),
+}
+
+
+class JobStatus(StrEnum):
+    NONE = "None"  # never started, or lost with a restarted operator
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class Job:
+    status: JobStatus
+    message: str = ""
+    proposal: Proposal | None = None
+    metrics: PlanMetrics | None = None
+
+
+@dataclass(frozen=True)
+class PlanIntent:
+    generation: int
+    request: PlanRequest
+    automatic: bool
+    approved_id: str | None
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class PlanningDecision:
+    phase: Phase
+    reason: str
+    message: str
+    start_job: bool = False
+    proposal: Proposal | None = None  # to store and show (Proposed), or to execute (Executing)
+    problems: tuple[Problem, ...] = ()
+    events: tuple[Event, ...] = field(default=())
+
+
+def selected_topics(request: PlanRequest, topics: frozenset[str]) -> set[str]:
+    """The topics a request selects: named ones, or a pattern (whole-name match), or every non-internal topic."""
+    if request.topics:
+        chosen = set(request.topics) & topics
+    elif request.topic_pattern:
+        pattern = re.compile(request.topic_pattern)
+        chosen = {t for t in topics if pattern.fullmatch(t)}
+    else:
+        chosen = {t for t in topics if not t.startswith("__")}
+    return chosen - set(request.exclude_topics)
+
+
+def validate_request(request: PlanRequest, view: ClusterView) -> list[Problem]:
+    problems: list[Problem] = []
+    live = sorted(view.brokers)
+    if request.topics:
+        missing = sorted(set(request.topics) - view.topics)
+        if missing:
+            problems.append(Problem("spec.plan.topics", "UnknownTopic", f"topic(s) {missing} do not exist"))
+    if not selected_topics(request, view.topics):
+        problems.append(Problem("spec.plan", "NothingSelected", "the plan selects no topic: nothing to plan"))
+    if request.goal is Goal.ADD_BROKERS:
+        offline = [b for b in request.brokers if b not in view.brokers]
+        if offline:
+            problems.append(Problem("spec.plan.brokers", "UnknownBroker",
+                                    f"broker(s) {offline} to add are not live brokers (live: {live})"))
+    remaining = [b for b in live if not (request.goal is Goal.REMOVE_BROKERS and b in request.brokers)]
+    needed = request.replication_factor or max(
+        (len(s.replicas) for tp, s in view.partitions.items()
+         if tp.topic in selected_topics(request, view.topics)), default=1)
+    if needed > len(remaining):
+        problems.append(Problem("spec.plan", "NotEnoughBrokers",
+                                f"replication factor {needed} needs {needed} brokers, but only {len(remaining)} "
+                                f"would remain ({remaining})"))
+    return problems
+
+
+def changed_since(proposal: Proposal, view: ClusterView) -> list[str]:
+    """Why a proposal no longer fits the cluster: a planned partition moved, or a target broker is gone."""
+    reasons: list[str] = []
+    for tp, before in sorted(proposal.basis.items()):
+        state = view.partitions.get(tp)
+        if state is None:
+            reasons.append(f"{tp} no longer exists")
+        elif state.replicas != before or tp in view.ongoing:
+            reasons.append(f"{tp} is now on {list(state.replicas)}, not {list(before)}")
+    gone = sorted({b for r in proposal.targets.values() for b in r} - set(view.brokers))
+    if gone:
+        reasons.append(f"target broker(s) {gone} are no longer live")
+    return reasons
+
+
+def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
+                    view: ClusterView) -> PlanningDecision:
+    decision = _decide(phase, intent, job, proposal, view)
+    assert decision.phase in PLANNING_TRANSITIONS[phase], f"illegal {phase.value} -> {decision.phase.value}"
+    if decision.phase is not phase:
+        kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) else "Normal"
+        event = Event(kind, decision.reason, f"{phase.value} -> {decision.phase.value}: {decision.message}")
+        decision = PlanningDecision(**{**decision.__dict__, "events": (*decision.events, event)})
+    return decision
+
+
+def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
+            view: ClusterView) -> PlanningDecision:
+    if intent.stop:
+        return PlanningDecision(Phase.STOPPED, "Stopped", "spec.stop is set; nothing was moved")
+    if phase is Phase.PENDING:
+        problems = validate_request(intent.request, view)
+        if problems:
+            return PlanningDecision(Phase.INVALID, problems[0].reason, "; ".join(map(str, problems)),
+                                    problems=tuple(problems))
+        return PlanningDecision(Phase.PLANNING, "Planning", f"planning {intent.request.goal.value}",
+                                start_job=True)
+    if phase is Phase.PLANNING:
+        if job.status is JobStatus.NONE:
+            return PlanningDecision(Phase.PLANNING, "Planning", "starting the planning job", start_job=True)
+        if job.status is JobStatus.RUNNING:
+            return PlanningDecision(Phase.PLANNING, "Planning", "the planning job is running")
+        if job.status is JobStatus.FAILED or job.proposal is None:
+            return PlanningDecision(Phase.FAILED, "PlanningFailed", f"the planning job failed: {job.message}")
+        if not job.proposal.targets:
+            return PlanningDecision(Phase.SUCCEEDED, "NothingToMove",
+                                    "the cluster already meets the goal: the plan moves nothing")
+        return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(job.proposal, intent),
+                                proposal=job.proposal)
+    # Proposed
+    if proposal is None:
+        return PlanningDecision(Phase.PLANNING, "ProposalLost",
+                                "the proposal ConfigMap is gone or answers another request: planning again",
+                                start_job=True)
+    approved = intent.automatic or intent.approved_id == proposal.id
+    if not approved:
+        message = _awaiting(proposal, intent)
+        if intent.approved_id:
+            message = f"spec.approval.proposalId {intent.approved_id} is not the current proposal {proposal.id}; " \
+                      + message
+        return PlanningDecision(Phase.PROPOSED, "Proposed", message, proposal=proposal)
+    reasons = changed_since(proposal, view)
+    if reasons:
+        detail = "; ".join(reasons[:3]) + ("…" if len(reasons) > 3 else "")
+        return PlanningDecision(Phase.PLANNING, "ClusterChanged",
+                                f"the cluster changed since proposal {proposal.id} was computed ({detail}): "
+                                f"planning again; the new proposal needs approval", start_job=True)
+    return PlanningDecision(Phase.EXECUTING, "Approved",
+                            f"proposal {proposal.id} approved: moving {len(proposal.targets)} partition(s)",
+                            proposal=proposal)
+
+
+def _awaiting(proposal: Proposal, intent: PlanIntent) -> str:
+    if intent.automatic:
+        return f"proposal {proposal.id} computed; approved automatically"
+    return f"proposal {proposal.id} waits for approval: set spec.approval.proposalId to {proposal.id}"

@@ -1,0 +1,128 @@
+"""One test per transition of the planning phases (planning.py's diagram)."""
+
+from __future__ import annotations
+
+from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
+from kpo.domain.plan_contract import Goal, PlanRequest
+from kpo.domain.proposal import Proposal
+from kpo.resources.partition_reassignment.lifecycle import Phase
+from kpo.resources.partition_reassignment.planning import (
+    Job,
+    JobStatus,
+    PlanIntent,
+    decide_planning,
+    selected_topics,
+)
+
+T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+REMOVE_3 = PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(3,), topics=("orders",))
+
+
+def view(brokers: tuple[int, ...] = (1, 2, 3), moved: bool = False) -> ClusterView:
+    parts = {T0: PartitionState((1, 3), 1, (1, 3)), T1: PartitionState((2, 3), 2, (2, 3))}
+    if moved:
+        parts[T0] = PartitionState((1, 2), 1, (1, 2))
+    return ClusterView(brokers={b: Broker(b) for b in brokers}, partitions=parts,
+                       topics=frozenset({"orders", "__consumer_offsets", "other"}))
+
+
+PROPOSAL = Proposal(id="abc123", generation=1, targets={T0: (1, 2), T1: (2, 1)}, basis={T0: (1, 3), T1: (2, 3)})
+
+
+def intent(*, automatic: bool = False, approved: str | None = None, stop: bool = False,
+           request: PlanRequest = REMOVE_3) -> PlanIntent:
+    return PlanIntent(generation=2, request=request, automatic=automatic, approved_id=approved, stop=stop)
+
+
+def test_topic_selection_by_name_pattern_or_all_but_internal() -> None:
+    topics = frozenset({"orders", "orders-eu", "__consumer_offsets", "other"})
+    assert selected_topics(REMOVE_3, topics) == {"orders"}
+    by_pattern = PlanRequest(goal=Goal.REBALANCE, topic_pattern="orders.*", exclude_topics=("orders-eu",))
+    assert selected_topics(by_pattern, topics) == {"orders"}
+    assert selected_topics(PlanRequest(goal=Goal.REBALANCE), topics) == {"orders", "orders-eu", "other"}
+
+
+def test_pending_to_planning_starts_the_job() -> None:
+    d = decide_planning(Phase.PENDING, intent(), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.PLANNING and d.start_job
+    assert d.events[-1].message.startswith("Pending -> Planning")
+
+
+def test_pending_to_invalid_when_too_few_brokers_would_remain() -> None:
+    d = decide_planning(Phase.PENDING, intent(), Job(JobStatus.NONE), None, view(brokers=(1, 3)))
+    assert d.phase is Phase.INVALID and d.reason == "NotEnoughBrokers" and not d.start_job
+
+
+def test_pending_to_invalid_for_unknown_topics_and_offline_brokers_to_add() -> None:
+    add = PlanRequest(goal=Goal.ADD_BROKERS, brokers=(4,), topics=("nope",))
+    d = decide_planning(Phase.PENDING, intent(request=add), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID
+    assert {p.reason for p in d.problems} >= {"UnknownTopic", "UnknownBroker", "NothingSelected"}
+
+
+def test_pending_to_stopped() -> None:
+    assert decide_planning(Phase.PENDING, intent(stop=True), Job(JobStatus.NONE), None, view()).phase \
+        is Phase.STOPPED
+
+
+def test_planning_stays_while_the_job_runs_and_restarts_a_lost_job() -> None:
+    running = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.RUNNING), None, view())
+    assert running.phase is Phase.PLANNING and not running.start_job
+    lost = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.NONE), None, view())
+    assert lost.phase is Phase.PLANNING and lost.start_job
+
+
+def test_planning_to_failed_with_the_jobs_message() -> None:
+    d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.FAILED, "OutOfMemoryError: Java heap space"), None,
+                        view())
+    assert d.phase is Phase.FAILED and "Java heap space" in d.message and d.events[-1].type == "Warning"
+
+
+def test_planning_to_succeeded_when_there_is_nothing_to_move() -> None:
+    empty = Proposal(id="e", generation=2, targets={}, basis={})
+    d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.SUCCEEDED, proposal=empty), None, view())
+    assert d.phase is Phase.SUCCEEDED and d.reason == "NothingToMove"
+
+
+def test_planning_to_proposed_asks_for_the_id() -> None:
+    d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.SUCCEEDED, proposal=PROPOSAL), None, view())
+    assert d.phase is Phase.PROPOSED and d.proposal is PROPOSAL
+    assert "spec.approval.proposalId to abc123" in d.message
+
+
+def test_proposed_stays_until_the_shown_proposal_is_approved() -> None:
+    waiting = decide_planning(Phase.PROPOSED, intent(), Job(JobStatus.NONE), PROPOSAL, view())
+    assert waiting.phase is Phase.PROPOSED
+    wrong = decide_planning(Phase.PROPOSED, intent(approved="other"), Job(JobStatus.NONE), PROPOSAL, view())
+    assert wrong.phase is Phase.PROPOSED and "other is not the current proposal abc123" in wrong.message
+
+
+def test_proposed_to_executing_on_approval_by_id_or_automatically() -> None:
+    for approval in (intent(approved="abc123"), intent(automatic=True)):
+        d = decide_planning(Phase.PROPOSED, approval, Job(JobStatus.NONE), PROPOSAL, view())
+        assert d.phase is Phase.EXECUTING and d.proposal is PROPOSAL
+
+
+def test_proposed_to_planning_when_the_cluster_changed_since_the_snapshot() -> None:
+    d = decide_planning(Phase.PROPOSED, intent(approved="abc123"), Job(JobStatus.NONE), PROPOSAL, view(moved=True))
+    assert d.phase is Phase.PLANNING and d.start_job and d.reason == "ClusterChanged"
+    assert "orders-0 is now on [1, 2], not [1, 3]" in d.message
+    moving = ClusterView(brokers=view().brokers, partitions=view().partitions, topics=view().topics,
+                         ongoing={T1: OngoingReassignment((2, 1, 3), (1,), (3,))})
+    assert decide_planning(Phase.PROPOSED, intent(approved="abc123"), Job(JobStatus.NONE), PROPOSAL,
+                           moving).phase is Phase.PLANNING
+
+
+def test_proposed_to_planning_when_a_target_broker_is_gone() -> None:
+    d = decide_planning(Phase.PROPOSED, intent(automatic=True), Job(JobStatus.NONE), PROPOSAL, view(brokers=(1, 3)))
+    assert d.phase is Phase.PLANNING and "[2]" in d.message
+
+
+def test_proposed_to_planning_when_the_proposal_is_lost() -> None:
+    d = decide_planning(Phase.PROPOSED, intent(), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.PLANNING and d.start_job
+
+
+def test_proposed_to_stopped() -> None:
+    assert decide_planning(Phase.PROPOSED, intent(stop=True), Job(JobStatus.NONE), PROPOSAL, view()).phase \
+        is Phase.STOPPED
