@@ -19,6 +19,8 @@ from kubernetes import client, config
 from kpo import metrics
 from kpo.config import OperatorConfig
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
+from kpo.resources.preferred_leader_election import handlers as preferred_leader_election
+from kpo.resources.topic_partition_count import handlers as topic_partition_count
 from kpo.runtime import OperatorContext
 
 
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     # The same credentials the kubernetes client found (service account in a pod, else KUBECONFIG).
     kopf.on.login(id="kpo_login", registry=registry)(kopf.login_via_client)
     partition_reassignment.register(registry, operator_config.poll_interval_seconds)
+    preferred_leader_election.register(registry, operator_config.poll_interval_seconds)
+    topic_partition_count.register(registry, operator_config.poll_interval_seconds)
     try:
         asyncio.run(kopf.operator(
             registry=registry,

@@ -1,0 +1,111 @@
+"""Kopf wiring for PreferredLeaderElection — the only module of this kind that knows Kopf.
+
+One timer reconciles every ``pollIntervalSeconds``: it notices a new or changed spec, a schedule whose time has come
+and a PartitionReassignment (named in ``after``) that has finished, none of which Kafka or Kubernetes would announce
+as an event on this resource. An idle tick (a finished election, or one waiting for its schedule) reads nothing but
+the clock. Nothing in Kafka belongs to an election once it has run, so deleting one only drops it from the
+metrics (an optional handler: it adds no finalizer of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from kpo import metrics
+from kpo.api import GROUP, VERSION
+from kpo.domain.reassignment import Problem
+from kpo.kafka.admin import KafkaRequestRefused
+from kpo.resources.preferred_leader_election import reconciler
+from kpo.resources.preferred_leader_election.lifecycle import KAFKA_UNAVAILABLE, Reassignment
+from kpo.resources.preferred_leader_election.spec import intent_of, memory_of, parse_spec
+from kpo.runtime import OperatorContext
+
+PLURAL = "preferredleaderelections"
+REASSIGNMENTS = "partitionreassignments"
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+def _context(memo: Any) -> OperatorContext:
+    context = memo["context"]
+    assert isinstance(context, OperatorContext)
+    return context
+
+
+def read_reassignment(api: client.ApiClient, namespace: str, name: str) -> Reassignment:
+    """The PartitionReassignment an election waits for, as the Kubernetes API reports it now."""
+    try:
+        found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, REASSIGNMENTS, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return Reassignment(name=name, found=False)
+        raise kopf.TemporaryError(f"cannot read PartitionReassignment {name!r}: {exc.reason}", delay=5) from exc
+    status = found.get("status") or {}
+    generation = (found.get("metadata") or {}).get("generation")
+    return Reassignment(name=name, found=True, phase=status.get("phase"),
+                        current=status.get("observedGeneration") == generation)
+
+
+def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
+                                 uid: str, patch: kopf.Patch, memo: Any, logger: Logger, **_: Any) -> None:
+    if meta.get("deletionTimestamp"):
+        return
+    context = _context(memo)
+    generation = int(meta.get("generation") or 1)
+    cluster_label = context.cluster_name(spec.get("clusterRef"))
+    with context.resource_lock(uid), metrics.reconcile("PreferredLeaderElection", uid, status=status, patch=patch,
+                                                       cluster=cluster_label) as tick_metrics:
+        try:
+            parsed = parse_spec(spec)
+        except ValidationError as exc:
+            problems = [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"])
+                        for e in exc.errors()]
+            _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, reconciler.utcnow()))
+            return
+        try:
+            kafka = context.kafka(parsed.cluster_ref)
+        except KeyError as exc:
+            problem = Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))
+            _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], reconciler.utcnow()))
+            return
+        namespace = meta["namespace"]
+        try:
+            outcome = reconciler.tick(
+                status=status,
+                intent=intent_of(parsed, generation),
+                memory=memory_of(status),
+                kafka=kafka,
+                read_after=lambda name: read_reassignment(context.api, namespace, name),
+            )
+        except KafkaRequestRefused as exc:
+            logger.warning("Kafka refused a read: %s", exc)
+            raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
+        tick_metrics.settle({}, outcome)
+        if outcome is not None and any(e.reason == KAFKA_UNAVAILABLE for e in outcome.events):
+            context.forget_kafka(parsed.cluster_ref)
+        _apply(body, patch, outcome)
+
+
+def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome | None) -> None:
+    if outcome is None:
+        return
+    patch.status.update(outcome.status)
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+def preferredleaderelection_delete(*, uid: str, **_: Any) -> None:
+    metrics.forget(uid)
+
+
+def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
+    kopf.timer(GROUP, VERSION, PLURAL, id="preferredleaderelection_tick", interval=poll_interval_seconds,
+               registry=registry)(preferredleaderelection_tick)
+    kopf.on.delete(GROUP, VERSION, PLURAL, id="preferredleaderelection_delete", optional=True,
+                   registry=registry)(preferredleaderelection_delete)

@@ -1,0 +1,447 @@
+"""The life cycle of a PreferredLeaderElection, written down as a small state machine.
+
+A PreferredLeaderElection is kafka-leader-election.sh as a resource: each *run* is one ElectLeaders request over the
+partitions the spec selects. kpo reconciles it on every tick by calling :func:`decide` with what the spec asks for
+(:class:`Intent`), what the status remembers (:class:`Memory`) and what it observes now (:class:`Observation`: the
+clock, the PartitionReassignment named in ``after`` and, only when a run is due, the selected topics as DescribeTopics
+reports them). ``decide`` is pure. When it says a run is due (phase *Electing*, with an :class:`Election`), the
+reconciler sends the request, :func:`tally` turns Kafka's answer into a :class:`Run`, and :func:`finish` says where
+the run leaves the resource. A run is one request, so *Electing* is only seen in a status when Kafka could not be
+reached and the run is retried on the next tick.
+
+::
+
+                       after: the reassignment has not Succeeded
+              ┌────────────────────────► Waiting ─────────────────┐
+              │                           ▲                       │ it Succeeded
+        ┌─────┴───┐     run due now       │                       ▼
+        │ Pending ├───────────────────────┼──────────────────► Electing ──► Succeeded   (no schedule)
+        └─────┬───┘                       │                    ▲    │  └──► Failed      (request refused)
+              │                           │    nextRunAt passed│    ▼
+              │                           └──────────────── Scheduled                   (with a schedule)
+              │ unknown topic or partition, after names nothing,
+              │ a one-off selection that matches nothing
+              └────────────────────────────────────────────────► Invalid
+
+Phases, and what each transitions to:
+
+- **Pending** — a new spec; every spec change starts over here (a changed election is a new election). Transitions
+  to *Invalid* (a named topic or partition does not exist, ``after`` names no PartitionReassignment, or a one-off
+  selection matches nothing: nothing is sent to Kafka), *Waiting* (``after`` has not Succeeded yet), *Scheduled* (a
+  scheduled selection that matches nothing right now) or *Electing* (the run is due), and from *Electing*, within the
+  same tick, to whatever the run ends in.
+- **Waiting** — ``after`` names a PartitionReassignment that has not Succeeded for its current spec: moves change the
+  preferred replicas, and electing before they finish would elect the old ones. Re-checked on every tick.
+  Transitions to *Electing* once it has Succeeded, to *Invalid* when it is deleted. A reassignment that ended Failed,
+  Invalid, Stopped or Reverted keeps the election *Waiting* with ``Stalled=True``: it can still succeed after its
+  spec is fixed, and this election then runs.
+- **Electing** — the run is sent. Transitions to *Succeeded* (no schedule: Kafka answered), *Failed* (no schedule:
+  Kafka refused the request as a whole, e.g. CLUSTER_AUTHORIZATION_FAILED), *Scheduled* (with a schedule: every run
+  is recorded, whatever its outcome, and the next is due ``interval`` after this one started), *Invalid* (a selected
+  topic disappeared), or stays *Electing* while Kafka cannot be reached.
+- **Scheduled** — waiting for ``status.nextRunAt``; the schedule counts from the start of the last run, and runs
+  missed while the operator was down are not caught up (one run, then the interval again). Transitions to *Electing*
+  when ``nextRunAt`` has passed, *Waiting* when a run is due but ``after`` has not Succeeded, *Invalid* when a named
+  topic no longer exists. A due run whose pattern matches no topic stays *Scheduled* and says so (reason
+  NothingSelected): topics may appear later.
+- **Succeeded**, **Failed**, **Invalid** — terminal for this generation of the spec; a spec change starts over in
+  *Pending*. One exception: *Invalid* because ``after`` names a PartitionReassignment that does not exist is checked
+  again on every tick and moves on once it is created, because GitOps tools apply a set of resources in no guaranteed
+  order.
+
+What ``Ready`` means. One-off: ``True`` once the run has finished (*Succeeded*). Scheduled: ``True`` while the most
+recent run finished, ``False`` before the first run, after a run whose request Kafka refused as a whole, and while the
+selection matches nothing. Partitions Kafka refuses one by one (PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica
+is out of sync) do not fail a run — retrying at once would not help, a schedule will retry — they are listed in
+``status.lastRun.failures``, reported in a Warning Event, and ``Ready``'s reason is ``PartitionsRefused`` instead of
+``Elected``.
+
+Counting a run: ``elected`` are the partitions whose leader changed, ``alreadyPreferred`` those Kafka answered
+ELECTION_NOT_NEEDED for (for an Unclean election: partitions that have a leader, so there was nothing to recover),
+``failed`` the rest. When the selection is every partition of the cluster, kpo sends ElectLeaders without a partition
+list, as kafka-leader-election.sh --all-topic-partitions does (partitions created meanwhile are included). Kafka then
+leaves the ELECTION_NOT_NEEDED partitions out of its answer, so kpo counts them from DescribeTopics: every partition
+it described and Kafka did not mention was already led by its preferred replica.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from kpo.domain import conditions as cond
+from kpo.domain.conditions import ConditionUpdate
+from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
+from kpo.domain.reassignment import Problem
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    WAITING = "Waiting"
+    ELECTING = "Electing"
+    SUCCEEDED = "Succeeded"
+    SCHEDULED = "Scheduled"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+
+
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID})
+
+TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
+    Phase.PENDING: frozenset({Phase.INVALID, Phase.WAITING, Phase.SCHEDULED, Phase.ELECTING}),
+    Phase.WAITING: frozenset({Phase.WAITING, Phase.ELECTING, Phase.INVALID, Phase.SCHEDULED}),
+    Phase.ELECTING: frozenset({Phase.ELECTING, Phase.SUCCEEDED, Phase.FAILED, Phase.SCHEDULED, Phase.INVALID,
+                               Phase.WAITING}),
+    Phase.SCHEDULED: frozenset({Phase.SCHEDULED, Phase.ELECTING, Phase.WAITING, Phase.INVALID}),
+    Phase.SUCCEEDED: frozenset({Phase.SUCCEEDED, Phase.PENDING}),
+    Phase.FAILED: frozenset({Phase.FAILED, Phase.PENDING}),
+    Phase.INVALID: frozenset({Phase.INVALID, Phase.PENDING, Phase.WAITING, Phase.ELECTING, Phase.SCHEDULED}),
+}
+
+# Reasons of the Ready condition, so a status can be read back into a Memory and tests can name them.
+ELECTED = "Elected"
+PARTITIONS_REFUSED = "PartitionsRefused"
+KAFKA_REFUSED = "KafkaRefused"
+KAFKA_UNAVAILABLE = "KafkaUnavailable"
+NOTHING_SELECTED = "NothingSelected"
+UNKNOWN_REASSIGNMENT = "UnknownPartitionReassignment"
+WAITING_FOR_REASSIGNMENT = "WaitingForReassignment"
+REASSIGNMENT_NOT_SUCCEEDED = "ReassignmentNotSucceeded"
+
+# A run that Kafka answered: on a schedule, Ready stays True until a run says otherwise.
+_ANSWERED = frozenset({ELECTED, PARTITIONS_REFUSED})
+# Reasons that need the user (or another resource) to change something: Stalled.
+_STALLED = frozenset({KAFKA_REFUSED, NOTHING_SELECTED, REASSIGNMENT_NOT_SUCCEEDED, UNKNOWN_REASSIGNMENT})
+# A PartitionReassignment in one of these phases will not reach Succeeded without a change to its spec.
+_REASSIGNMENT_ENDED = frozenset({"Failed", "Invalid", "Stopped", "Reverted"})
+
+
+class SelectionKind(StrEnum):
+    ALL = "all"
+    TOPICS = "topics"
+    PATTERN = "topicPattern"
+    PARTITIONS = "partitions"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which partitions a run elects leaders for; exactly one kind, as the API allows."""
+
+    kind: SelectionKind = SelectionKind.ALL
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    partitions: tuple[TopicPartition, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind is SelectionKind.TOPICS:
+            return f"spec.topics {list(self.topics)}"
+        if self.kind is SelectionKind.PATTERN:
+            return f"spec.topicPattern {self.pattern!r}"
+        if self.kind is SelectionKind.PARTITIONS:
+            return f"spec.partitions ({len(self.partitions)} partition(s))"
+        return "every partition of the cluster"
+
+    def topics_to_describe(self, existing: Collection[str]) -> set[str]:
+        """The topics whose partitions DescribeTopics must report for this selection (only existing ones)."""
+        present = set(existing)
+        if self.kind is SelectionKind.TOPICS:
+            return present & set(self.topics)
+        if self.kind is SelectionKind.PATTERN:
+            assert self.pattern is not None
+            pattern = re.compile(self.pattern)
+            return {t for t in present if pattern.fullmatch(t)}
+        if self.kind is SelectionKind.PARTITIONS:
+            return present & {tp.topic for tp in self.partitions}
+        return present
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What the spec asks for, already parsed."""
+
+    generation: int
+    selection: Selection = Selection()
+    unclean: bool = False
+    interval: timedelta | None = None
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What kpo remembers in the status."""
+
+    phase: Phase = Phase.PENDING
+    observed_generation: int = 0
+    # The Ready condition's reason: what the last decision was about.
+    reason: str = ""
+    runs: int = 0
+    next_run_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """What the Kubernetes API says about the PartitionReassignment named in ``spec.after``."""
+
+    name: str
+    found: bool
+    phase: str | None = None
+    # Its status describes its current spec (status.observedGeneration == metadata.generation).
+    current: bool = True
+
+
+@dataclass(frozen=True)
+class Observation:
+    now: datetime
+    after: Reassignment | None = None
+    # Topic names of the cluster and the partitions of the selected topics; observed only when a run is due.
+    cluster: ClusterView | None = None
+
+
+@dataclass(frozen=True)
+class Election:
+    """One ElectLeaders request: ``partitions=None`` asks Kafka to try every partition of the cluster."""
+
+    partitions: tuple[TopicPartition, ...] | None
+    unclean: bool = False
+
+
+@dataclass(frozen=True)
+class Run:
+    """The outcome of one run, as :func:`tally` reads Kafka's answer."""
+
+    started_at: datetime
+    finished_at: datetime
+    selected: int
+    elected: tuple[TopicPartition, ...] = ()
+    already_preferred: int = 0
+    failures: Mapping[TopicPartition, KafkaRefusal] = field(default_factory=dict)
+    # Kafka refused the request as a whole (every selected partition is then listed as failed with this refusal).
+    refused: KafkaRefusal | None = None
+    # Kafka could not be reached: the run did not happen and is retried.
+    unavailable: str | None = None
+
+    @property
+    def summary(self) -> str:
+        counts = (f"elected {len(self.elected)}, already preferred {self.already_preferred}, "
+                  f"refused {len(self.failures)} of {self.selected} selected partition(s)")
+        if self.refused is not None:
+            return f"Kafka refused the election request: {self.refused} ({counts})"
+        if self.failures:
+            worst = sorted(self.failures)[:3]
+            more = "…" if len(self.failures) > 3 else ""
+            counts += "; refused: " + ", ".join(f"{tp}: {self.failures[tp].code}" for tp in worst) + more
+        return counts
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    phase: Phase
+    reason: str
+    message: str
+    election: Election | None = None
+    # The partitions the run covers, as DescribeTopics reported them (for counting an ElectLeaders-for-all answer).
+    selected: tuple[TopicPartition, ...] = ()
+    next_run_at: datetime | None = None
+    run: Run | None = None
+    runs: int = 0
+    problems: tuple[Problem, ...] = ()
+    events: tuple[Event, ...] = ()
+    # Nothing to do or to write this tick (a terminal phase, or a schedule whose time has not come).
+    idle: bool = False
+    # A run is due: observe the cluster and decide again.
+    needs_cluster: bool = False
+
+    @property
+    def conditions(self) -> list[ConditionUpdate]:
+        stalled = self.phase in (Phase.FAILED, Phase.INVALID) or self.reason in _STALLED
+        ready = self.phase is Phase.SUCCEEDED or (self.phase is Phase.SCHEDULED and self.reason in _ANSWERED)
+        progressing = not stalled and self.phase in (Phase.PENDING, Phase.WAITING, Phase.ELECTING)
+        return cond.kstatus(ready=ready, progressing=progressing, stalled=stalled, reason=self.reason,
+                            message=self.message)
+
+
+def decide(intent: Intent, memory: Memory, observed: Observation) -> Decision:
+    fresh = intent.generation != memory.observed_generation
+    phase = Phase.PENDING if fresh else memory.phase
+    keep_next = memory.next_run_at if intent.interval is not None and not fresh else None
+    idle = Decision(phase, memory.reason, "", next_run_at=keep_next, runs=memory.runs, idle=True)
+    if phase in TERMINAL and not (phase is Phase.INVALID and memory.reason == UNKNOWN_REASSIGNMENT):
+        return idle
+    if phase is Phase.SCHEDULED and memory.next_run_at is not None and observed.now < memory.next_run_at:
+        return idle
+    decision = _after_gate(intent, observed)
+    if decision is None:
+        if observed.cluster is None:
+            return _with(idle, idle=False, needs_cluster=True)
+        decision = _select(intent, observed.cluster, observed.now)
+    decision = _with(decision, runs=memory.runs, next_run_at=decision.next_run_at or keep_next)
+    _check(phase, decision.phase)
+    if decision.phase is not Phase.ELECTING and (decision.phase, decision.reason) != (memory.phase, memory.reason):
+        decision = _with(decision, events=(_transition_event(memory.phase, decision),))
+    return decision
+
+
+def finish(intent: Intent, memory: Memory, electing: Decision, run: Run) -> Decision:
+    """Where a run leaves the resource; ``electing`` is the decision that asked for it."""
+    assert electing.phase is Phase.ELECTING and electing.election is not None
+    if run.unavailable is not None:
+        decision = _with(electing, reason=KAFKA_UNAVAILABLE, run=None,
+                         message=f"Kafka could not be reached, retrying: {run.unavailable}",
+                         events=(Event("Warning", KAFKA_UNAVAILABLE, f"will retry: {run.unavailable}"),))
+        _check(Phase.ELECTING, decision.phase)
+        return decision
+    scheduled = intent.interval is not None
+    next_run_at = run.started_at + intent.interval if intent.interval is not None else None
+    if run.refused is not None:
+        phase, reason = (Phase.SCHEDULED if scheduled else Phase.FAILED), KAFKA_REFUSED
+    else:
+        phase, reason = (Phase.SCHEDULED if scheduled else Phase.SUCCEEDED), (
+            PARTITIONS_REFUSED if run.failures else ELECTED)
+    runs = memory.runs + 1
+    message = f"run {runs}: {run.summary}"
+    if next_run_at is not None:
+        message += f"; next run at {rfc3339(next_run_at)}"
+    _check(Phase.ELECTING, phase)
+    prefix = f"{memory.phase.value} -> {phase.value}: " if phase is not memory.phase else ""
+    kind = "Warning" if run.refused is not None or run.failures else "Normal"
+    return _with(electing, phase=phase, reason=reason, message=message, run=run, runs=runs,
+                 next_run_at=next_run_at, events=(Event(kind, reason, prefix + message),))
+
+
+def tally(selected: Sequence[TopicPartition], election: Election,
+          answers: Mapping[TopicPartition, KafkaRefusal | None], started_at: datetime, finished_at: datetime) -> Run:
+    """Count Kafka's ElectLeaders answer: elected, already preferred, refused (see the module text)."""
+    elected = tuple(sorted(tp for tp, answer in answers.items() if answer is None))
+    not_needed = [tp for tp, answer in answers.items() if answer is not None and answer.code == "ELECTION_NOT_NEEDED"]
+    failures = {tp: answer for tp, answer in answers.items()
+                if answer is not None and answer.code != "ELECTION_NOT_NEEDED"}
+    if election.partitions is None:
+        # Kafka leaves out what needed no election; whatever was described and not mentioned was already preferred.
+        unmentioned = set(selected) - set(answers)
+        return Run(started_at, finished_at, selected=len(set(selected) | set(answers)), elected=elected,
+                   already_preferred=len(unmentioned) + len(not_needed), failures=failures)
+    for tp in election.partitions:
+        if tp not in answers:
+            failures[tp] = KafkaRefusal("NO_ANSWER", "Kafka's answer did not mention this partition")
+    return Run(started_at, finished_at, selected=len(election.partitions), elected=elected,
+               already_preferred=len(not_needed), failures=failures)
+
+
+def refused_run(selected: Sequence[TopicPartition], refusal: KafkaRefusal, started_at: datetime,
+                finished_at: datetime) -> Run:
+    """A run whose request Kafka refused as a whole: no partition was elected, each is listed with the refusal."""
+    return Run(started_at, finished_at, selected=len(selected), failures=dict.fromkeys(selected, refusal),
+               refused=refusal)
+
+
+def unavailable_run(message: str, started_at: datetime) -> Run:
+    return Run(started_at, started_at, selected=0, unavailable=message)
+
+
+def resolve(selection: Selection, view: ClusterView) -> tuple[list[TopicPartition], list[Problem]]:
+    """The partitions a selection stands for on this cluster, and what in it does not exist."""
+    problems: list[Problem] = []
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in view.partitions:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    chosen: set[TopicPartition] = set()
+    if selection.kind is SelectionKind.PARTITIONS:
+        for index, tp in enumerate(selection.partitions):
+            if tp.topic not in view.topics:
+                problems.append(Problem(f"spec.partitions[{index}].topic", "UnknownTopic",
+                                        f"topic {tp.topic!r} does not exist"))
+            elif tp not in view.partitions:
+                count = len(by_topic.get(tp.topic, []))
+                problems.append(Problem(f"spec.partitions[{index}].partition", "UnknownPartition",
+                                        f"topic {tp.topic!r} has {count} partition(s), so no partition "
+                                        f"{tp.partition}"))
+            else:
+                chosen.add(tp)
+        return sorted(chosen), problems
+    if selection.kind is SelectionKind.TOPICS:
+        for index, topic in enumerate(selection.topics):
+            if topic not in view.topics:
+                problems.append(Problem(f"spec.topics[{index}]", "UnknownTopic", f"topic {topic!r} does not exist"))
+    wanted = selection.topics_to_describe(view.topics)
+    for topic in wanted:
+        chosen.update(by_topic.get(topic, []))
+    return sorted(chosen), problems
+
+
+# --------------------------------------------------------------------------------------------------------- phases
+
+
+def _after_gate(intent: Intent, observed: Observation) -> Decision | None:
+    """None when nothing holds the run back; otherwise why it waits (or why it cannot ever run)."""
+    if intent.after is None:
+        return None
+    found = observed.after
+    name = intent.after
+    if found is None or not found.found:
+        return Decision(Phase.INVALID, UNKNOWN_REASSIGNMENT,
+                        f"spec.after: no PartitionReassignment named {name!r} in this namespace; create it, or fix "
+                        "or remove spec.after (kpo checks again on every tick)")
+    if found.phase == "Succeeded" and found.current:
+        return None
+    if found.phase in _REASSIGNMENT_ENDED and found.current:
+        return Decision(Phase.WAITING, REASSIGNMENT_NOT_SUCCEEDED,
+                        f"waiting for PartitionReassignment {name!r}, which ended {found.phase}: this election runs "
+                        "only after it has Succeeded; fix that reassignment, or remove spec.after")
+    state = found.phase or "not started"
+    if found.phase == "Succeeded":
+        state = "Succeeded for an older spec"
+    return Decision(Phase.WAITING, WAITING_FOR_REASSIGNMENT,
+                    f"waiting for PartitionReassignment {name!r} to succeed (now: {state})")
+
+
+def _select(intent: Intent, view: ClusterView, now: datetime) -> Decision:
+    selected, problems = resolve(intent.selection, view)
+    if problems:
+        return Decision(Phase.INVALID, problems[0].reason, "; ".join(str(p) for p in problems) +
+                        "; nothing was sent to Kafka", problems=tuple(problems))
+    if not selected:
+        message = f"{intent.selection} matches no partition; nothing was sent to Kafka"
+        if intent.interval is None:
+            return Decision(Phase.INVALID, NOTHING_SELECTED, message)
+        next_run_at = now + intent.interval
+        return Decision(Phase.SCHEDULED, NOTHING_SELECTED, f"{message}; trying again at {rfc3339(next_run_at)}",
+                        next_run_at=next_run_at)
+    everything = intent.selection.kind is SelectionKind.ALL
+    kind = "unclean" if intent.unclean else "preferred"
+    return Decision(Phase.ELECTING, "Electing", f"{kind} election for {len(selected)} partition(s)",
+                    election=Election(None if everything else tuple(selected), unclean=intent.unclean),
+                    selected=tuple(selected))
+
+
+# -------------------------------------------------------------------------------------------------------- helpers
+
+
+def _check(before: Phase, after: Phase) -> None:
+    assert after in TRANSITIONS[before], f"illegal transition {before.value} -> {after.value}"
+
+
+def _transition_event(before: Phase, decision: Decision) -> Event:
+    kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) or decision.reason in _STALLED \
+        else "Normal"
+    prefix = f"{before.value} -> {decision.phase.value}: " if before is not decision.phase else ""
+    return Event(kind, decision.reason, prefix + decision.message)
+
+
+def rfc3339(moment: datetime) -> str:
+    """RFC 3339 in UTC with a Z, as Kubernetes writes times."""
+    """RFC 3339 in UTC with a Z, as Kubernetes writes times."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _with(decision: Decision, **changes: object) -> Decision:
+    return replace(decision, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""TopicPartitionCount: grow a topic through CreatePartitions, with a key-ordering guard and a key-remap report."""

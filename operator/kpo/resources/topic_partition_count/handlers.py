@@ -1,0 +1,86 @@
+"""Kopf wiring for TopicPartitionCount — the only module of this kind that knows Kopf.
+
+One timer reconciles every ``pollIntervalSeconds``: new partitions get their leaders on Kafka's clock, not as an
+event on this resource, so kpo polls. A finished resource (Succeeded, Failed, Invalid for its current spec) costs a
+tick nothing. Partitions cannot be removed, so deleting the resource leaves the topic as it is and only drops it from
+the metrics (an optional handler: it adds no finalizer of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from kpo import metrics
+from kpo.api import GROUP, VERSION
+from kpo.domain.reassignment import Problem
+from kpo.kafka.admin import KafkaRequestRefused
+from kpo.resources.topic_partition_count import reconciler
+from kpo.resources.topic_partition_count.spec import intent_of, memory_of, parse_spec
+from kpo.runtime import OperatorContext
+
+PLURAL = "topicpartitioncounts"
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+def _context(memo: Any) -> OperatorContext:
+    context = memo["context"]
+    assert isinstance(context, OperatorContext)
+    return context
+
+
+def topicpartitioncount_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, uid: str,
+                             patch: kopf.Patch, memo: Any, logger: Logger, **_: Any) -> None:
+    if meta.get("deletionTimestamp"):
+        return
+    context = _context(memo)
+    generation = int(meta.get("generation") or 1)
+    cluster_label = context.cluster_name(spec.get("clusterRef"))
+    with context.resource_lock(uid), metrics.reconcile("TopicPartitionCount", uid, status=status, patch=patch,
+                                                       cluster=cluster_label) as tick_metrics:
+        now = reconciler.now_rfc3339()
+        try:
+            parsed = parse_spec(spec)
+        except ValidationError as exc:
+            problems = [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"])
+                        for e in exc.errors()]
+            _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
+            return
+        try:
+            kafka = context.kafka(parsed.cluster_ref)
+        except KeyError as exc:
+            problem = Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))
+            _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
+            return
+        try:
+            outcome = reconciler.tick(status=status, intent=intent_of(parsed, generation), memory=memory_of(status),
+                                      kafka=kafka, now=now)
+        except KafkaRequestRefused as exc:
+            logger.warning("Kafka refused a read: %s", exc)
+            raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
+        tick_metrics.settle({}, outcome)
+        if outcome is not None and any(e.reason == "KafkaUnavailable" for e in outcome.events):
+            context.forget_kafka(parsed.cluster_ref)
+        _apply(body, patch, outcome)
+
+
+def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome | None) -> None:
+    if outcome is None:
+        return
+    patch.status.update(outcome.status)
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+def topicpartitioncount_delete(*, uid: str, **_: Any) -> None:
+    metrics.forget(uid)
+
+
+def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
+    kopf.timer(GROUP, VERSION, PLURAL, id="topicpartitioncount_tick", interval=poll_interval_seconds,
+               registry=registry)(topicpartitioncount_tick)
+    kopf.on.delete(GROUP, VERSION, PLURAL, id="topicpartitioncount_delete", optional=True,
+                   registry=registry)(topicpartitioncount_delete)
