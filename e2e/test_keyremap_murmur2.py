@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.partitioner.default import murmur2 as java_style_murmur2
 
 from e2e.conftest import QUIET
-from e2e.kafka_support import create_topic, describe_topic
+from e2e.kafka_support import create_topic, describe_topic, wait_for
 from e2e.kube_support import Resources
 from kpo.domain.keyremap import remapped_fraction, remapped_fraction_by_count
 from kpo_testbed import Testbed
@@ -40,10 +40,13 @@ def _kafka_python_partition(key: bytes, partitions: int) -> int:
     return (java_style_murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-def _produce(bootstrap_servers: str, topic: str, keys: list[bytes], tag: bytes) -> None:
+def _produce(bootstrap_servers: str, topic: str, keys: list[bytes], tag: bytes, partitions: int) -> None:
     # librdkafka's default partitioner is consistent_random (CRC32); murmur2_random is the Java-compatible one.
     producer = Producer({"bootstrap.servers": bootstrap_servers, "partitioner": "murmur2_random", "acks": "all",
                          "linger.ms": 20, "logger": QUIET})
+    # The partitioner hashes over the partition count the producer knows: make sure it knows the current one.
+    wait_for(lambda: len(producer.list_topics(topic, timeout=10).topics[topic].partitions) == partitions, 30,
+             f"the producer to see {partitions} partitions of {topic}")
     for key in keys:
         producer.produce(topic, key=key, value=tag)
         producer.poll(0)
@@ -84,7 +87,7 @@ def test_the_murmur2_kpo_uses_is_javas_partitioner(testbed: Testbed, kafka_admin
     lines = "".join(f"{k.decode()}\tjava\n" for k in text_keys)
     written = subprocess.run(java_producer, input=lines, capture_output=True, text=True, timeout=120, check=False)
     assert written.returncode == 0, written.stderr[-3000:]
-    _produce(bootstrap_servers, topic_name, keys, b"librdkafka")
+    _produce(bootstrap_servers, topic_name, keys, b"librdkafka", partitions)
 
     landed = _landings(bootstrap_servers, topic_name, partitions)
     by_producer = {b"java": 0, b"librdkafka": 0}
@@ -102,7 +105,7 @@ def test_the_report_matches_where_real_keys_land(kafka_admin: AdminClient, boots
     old_partitions = 6
     create_topic(kafka_admin, topic_name, old_partitions, replication_factor=2)
     keys = [f"customer-{i}".encode() for i in range(KEYS)]
-    _produce(bootstrap_servers, topic_name, keys, b"before")
+    _produce(bootstrap_servers, topic_name, keys, b"before", old_partitions)
 
     name = f"grow-to-{new_partitions}"
     # sampleMessages above the topic's size: the operator's sample is then exactly the 10,000 messages above.
@@ -110,8 +113,8 @@ def test_the_report_matches_where_real_keys_land(kafka_admin: AdminClient, boots
                                   "keyOrdering": {"policy": policy, "sampleMessages": 2 * KEYS}})
     status = resources.wait_phase(KTPC, name, {"Succeeded", "Failed", "Invalid"}, timeout=90)
     assert status["phase"] == "Succeeded", status
-    assert len(describe_topic(kafka_admin, topic_name)) == new_partitions
-    _produce(bootstrap_servers, topic_name, keys, b"after")
+    wait_for(lambda: len(describe_topic(kafka_admin, topic_name)) == new_partitions, 30, "the new partitions")
+    _produce(bootstrap_servers, topic_name, keys, b"after", new_partitions)
 
     before: dict[bytes, int] = {}
     after: dict[bytes, int] = {}

@@ -65,10 +65,10 @@ def test_grow_6_to_12_places_new_partitions_evenly_and_rack_aware(testbed: Testb
     assert status["phase"] == "Succeeded" and status["currentPartitions"] == 12
     assert status["keyRemap"]["movedKeySpace"] == "1/2" and status["keyRemap"]["movedFraction"] == "0.5"
 
-    described = describe_topic(kafka_admin, topic_name)
-    assert sorted(described) == list(range(12))
+    described = wait_for(lambda: (found := describe_topic(kafka_admin, topic_name)) and len(found) == 12
+                         and all(leader >= 0 for _, leader, _ in found.values()) and found, 30,
+                         "12 partitions, every one with a leader, in DescribeTopics")
     new = [described[p][0] for p in range(6, 12)]
-    assert all(described[p][1] >= 0 for p in range(12)), "every partition has a leader"
     assert all(len({racks[b] for b in replicas}) == 2 for replicas in new), f"rack-aware: {new}"
     # Exactly the balanced placement for the cluster as it was, so the least loaded brokers took the most.
     expected = place_new_partitions(brokers, replicas_before, leaders_before, 2, 6)
@@ -121,7 +121,7 @@ def test_the_guard_refuses_6_to_8_until_overridden(kafka_admin: AdminClient, top
     resources.patch_spec(KTPC, "guarded", {"keyOrdering": {"policy": "Allow"}})
     status = resources.wait_phase(KTPC, "guarded", "Succeeded", timeout=60)
     assert status["observedGeneration"] == 2 and status["currentPartitions"] == 8
-    assert len(describe_topic(kafka_admin, topic_name)) == 8
+    wait_for(lambda: len(describe_topic(kafka_admin, topic_name)) == 8, 30, "8 partitions in DescribeTopics")
 
 
 def test_reaching_the_count_already_present_sends_nothing(kafka_admin: AdminClient, topic_name: str,
@@ -140,8 +140,8 @@ def test_explicit_placement_is_used_as_given(kafka_admin: AdminClient, topic_nam
     resources.create(KTPC, "explicit", {"topic": topic_name, "partitions": 6, "placement": {
         "strategy": "Explicit", "assignments": [[3, 2], [1, 3], [2, 1]]}})
     resources.wait_phase(KTPC, "explicit", "Succeeded", timeout=60)
-    assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [3, 2], 4: [1, 3],
-                                                    5: [2, 1]}
+    expected = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [3, 2], 4: [1, 3], 5: [2, 1]}
+    wait_for(lambda: replicas_of(kafka_admin, topic_name) == expected, 30, f"replicas {expected}")
 
 
 def test_kafkas_refusal_is_failed_with_its_reason(kafka_admin: AdminClient, topic_name: str,
