@@ -82,6 +82,7 @@ def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
                 memory=memory_of(status),
                 kafka=kafka,
                 read_after=lambda name: read_reassignment(context.api, namespace, name),
+                resource=f"{namespace}/{meta['name']}",
             )
         except KafkaRequestRefused as exc:
             logger.warning("Kafka refused a read: %s", exc)

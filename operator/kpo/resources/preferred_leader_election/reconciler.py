@@ -71,8 +71,12 @@ def tick(
     kafka: KafkaAdmin,
     read_after: Callable[[str], Reassignment],
     clock: Callable[[], dt.datetime] = utcnow,
+    resource: str = "",
 ) -> TickOutcome | None:
-    """Reconcile once; ``None`` when there is nothing to write (idle, or the same status as before)."""
+    """Reconcile once; ``None`` when there is nothing to write (idle, or the same status as before).
+
+    ``resource`` ("namespace/name") only labels the log lines.
+    """
     now = clock()
     observed = Observation(now=now)
     decision = decide(intent, memory, observed)
@@ -87,18 +91,18 @@ def tick(
     except KafkaUnavailable as exc:
         return _unavailable(status, str(exc), now)
     if decision.election is not None:
-        decision = finish(intent, memory, decision, _elect(kafka, decision, clock))
+        decision = finish(intent, memory, decision, _elect(kafka, decision, clock, resource))
     new_status = status_of(status, intent, decision, now)
     if not decision.events and _unchanged(status, new_status):
         return None
     return TickOutcome(status=new_status, events=list(decision.events), decision=decision)
 
 
-def _elect(kafka: KafkaAdmin, decision: Decision, clock: Callable[[], dt.datetime]) -> Run:
+def _elect(kafka: KafkaAdmin, decision: Decision, clock: Callable[[], dt.datetime], resource: str) -> Run:
     election = decision.election
     assert election is not None
     started = clock()
-    log.info("electing leaders (%s) for %s", "unclean" if election.unclean else "preferred",
+    log.info("%s: electing leaders (%s) for %s", resource, "unclean" if election.unclean else "preferred",
              "every partition" if election.partitions is None else f"{len(election.partitions)} partition(s)")
     try:
         answers = kafka.elect_leaders(election.partitions, unclean=election.unclean)

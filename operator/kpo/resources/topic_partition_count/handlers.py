@@ -57,7 +57,7 @@ def topicpartitioncount_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spe
             return
         try:
             outcome = reconciler.tick(status=status, intent=intent_of(parsed, generation), memory=memory_of(status),
-                                      kafka=kafka, now=now)
+                                      kafka=kafka, now=now, resource=f"{meta['namespace']}/{meta['name']}")
         except KafkaRequestRefused as exc:
             logger.warning("Kafka refused a read: %s", exc)
             raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc

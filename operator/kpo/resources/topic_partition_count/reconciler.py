@@ -80,8 +80,8 @@ def broker_load(kafka: KafkaAdmin) -> BrokerLoad:
 
 
 def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: KafkaAdmin,
-         now: str | None = None) -> TickOutcome | None:
-    """Reconcile once; ``None`` when there is nothing to write."""
+         now: str | None = None, resource: str = "") -> TickOutcome | None:
+    """Reconcile once; ``None`` when there is nothing to write. ``resource`` only labels the log lines."""
     now = now or now_rfc3339()
     if memory.phase in TERMINAL and intent.generation == memory.observed_generation:
         return None
@@ -93,7 +93,7 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
                 break
             if Need.KEY_SAMPLE in decision.needs:
                 try:
-                    observed = replace(observed, sample=_sample(kafka, intent, observed))
+                    observed = replace(observed, sample=_sample(kafka, intent, observed, resource))
                 except KafkaRequestRefused as exc:
                     decision = sample_refused(intent, memory, exc.refusal)
                     break
@@ -102,7 +102,7 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
             decision = decide(intent, memory, observed)
         assert not decision.needs, f"still needs {set(decision.needs)} after observing it"
         if decision.grow is not None:
-            decision = _grow(kafka, memory, decision)
+            decision = _grow(kafka, memory, decision, resource)
     except KafkaUnavailable as exc:
         return _unavailable(status, str(exc), now)
     new_status = status_of(status, intent, decision, now)
@@ -111,16 +111,16 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
     return TickOutcome(status=new_status, events=list(decision.events), decision=decision)
 
 
-def _sample(kafka: KafkaAdmin, intent: Intent, observed: Observation) -> KeySample:
+def _sample(kafka: KafkaAdmin, intent: Intent, observed: Observation, resource: str) -> KeySample:
     current = len(observed.topic or {})
-    log.info("sampling up to %d keys of %s", intent.sample_messages, intent.topic)
+    log.info("%s: sampling up to %d keys of %s", resource, intent.sample_messages, intent.topic)
     return KeySample(kafka.sample_key_partitions(intent.topic, intent.sample_messages, (current, intent.partitions)))
 
 
-def _grow(kafka: KafkaAdmin, memory: Memory, decision: Decision) -> Decision:
+def _grow(kafka: KafkaAdmin, memory: Memory, decision: Decision, resource: str) -> Decision:
     grow = decision.grow
     assert grow is not None
-    log.info("CreatePartitions %s -> %d, assignment %s", grow.topic, grow.total, grow.assignment)
+    log.info("%s: CreatePartitions %s -> %d, assignment %s", resource, grow.topic, grow.total, grow.assignment)
     try:
         answer = kafka.create_partitions(grow.topic, grow.total, grow.assignment)
     except KafkaRequestRefused as exc:
@@ -128,7 +128,8 @@ def _grow(kafka: KafkaAdmin, memory: Memory, decision: Decision) -> Decision:
     if answer is not None and answer.code == "INVALID_PARTITIONS":
         now_has = len(observe(kafka, grow.topic).topic or {})
         if now_has == grow.total:
-            log.info("%s already has %d partitions: an earlier request was accepted", grow.topic, grow.total)
+            log.info("%s: %s already has %d partitions: an earlier request was accepted", resource, grow.topic,
+                     grow.total)
             answer = None
     if answer is None:
         return decision
