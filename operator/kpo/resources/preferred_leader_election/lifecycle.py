@@ -37,8 +37,9 @@ Phases, and what each transitions to:
   spec is fixed, and this election then runs.
 - **Electing** — the run is sent. Transitions to *Succeeded* (no schedule: Kafka answered), *Failed* (no schedule:
   Kafka refused the request as a whole, e.g. CLUSTER_AUTHORIZATION_FAILED), *Scheduled* (with a schedule: every run
-  is recorded, whatever its outcome, and the next is due ``interval`` after this one started), *Invalid* (a selected
-  topic disappeared), or stays *Electing* while Kafka cannot be reached.
+  is recorded, whatever its outcome, and the next is due ``interval`` after this one started), or stays *Electing*
+  while Kafka cannot be reached. A retry re-checks everything first, so it may also end in *Invalid* (a selected
+  topic disappeared meanwhile) or *Waiting* (the reassignment named in ``after`` is running again).
 - **Scheduled** — waiting for ``status.nextRunAt``; the schedule counts from the start of the last run, and runs
   missed while the operator was down are not caught up (one run, then the interval again). Transitions to *Electing*
   when ``nextRunAt`` has passed, *Waiting* when a run is due but ``after`` has not Succeeded, *Invalid* when a named
