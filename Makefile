@@ -19,6 +19,7 @@ help:
 	@echo "make operator      install the CRDs and run the operator in the foreground against .testbed/env"
 	@echo "make lint unit e2e the parts of make test"
 	@echo "make bench-exec    execution simulator: kpo's scheduler vs all-at-once vs batches with a barrier"
+	@echo "make bench         planner bench: kpo's plan vs Kafka's placer (BENCH_SCENARIOS=small for a quick run)"
 	@echo "make crds          regenerate crds/ from the pydantic models in operator/kpo/api (crds-check: verify)"
 
 $(STAMP): pyproject.toml
@@ -64,6 +65,12 @@ testbed-status: venv
 .PHONY: bench-exec
 bench-exec: venv
 	$(PY) -m bench.execution_sim
+
+# BENCH_SCENARIOS: small (two quick scenarios), all (the 3M-replica case last), or names separated by commas.
+BENCH_SCENARIOS ?= all
+.PHONY: bench
+bench: venv provision
+	$(PY) -m bench.planner.run --scenarios $(BENCH_SCENARIOS) --results bench/planner/RESULTS.md
 
 .PHONY: crds
 crds: venv

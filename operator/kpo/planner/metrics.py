@@ -87,8 +87,8 @@ def counters(state: DataFrame, cluster: Cluster, replication_factor: int | None 
         count(F.element_at("replicas", 1) != F.element_at("original", 1)).alias("leader_changes"),
         count(_crowded("original", cluster)).alias("rack_violations_before"),
         count(_crowded("replicas", cluster)).alias("rack_violations_after"),
-        F.sum(F.when(F.col("selected"), F.size(F.array_intersect("replicas", removed))).otherwise(0))
-        .alias("replicas_left_on_removed_brokers"),
+        # All topics: what a selection left out stays on the removed brokers, and the user must see it.
+        F.sum(F.size(F.array_intersect("replicas", removed))).alias("replicas_left_on_removed_brokers"),
         count(broken(cluster, replication_factor)).alias("broken"),
     ).first()
     assert row is not None

@@ -4,7 +4,7 @@ The driver decides quotas from per-broker sums (:mod:`kpo.planner.rounds`); ever
 here, as DataFrame in, DataFrame out, with window functions and cumulative sums instead of loops:
 
 1. :func:`replica_view` explodes the selected partitions into replicas and marks the *forced* ones (on a removed
-   broker, still to be created, or sharing a rack with an earlier replica where racks must be distinct) and the
+   broker, still to be created, or in a rack that already holds its partition's share of replicas) and the
    *movable* ones (on an eligible broker, not moved yet).
 2. :func:`pick_movers`: on each sender, movable replicas are ranked by how close their size is to the size the
    driver asked for, and taken while the cumulative bytes stay within the sender's quota. Forced replicas always go.
@@ -20,7 +20,7 @@ here, as DataFrame in, DataFrame out, with window functions and cumulative sums 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -35,11 +35,18 @@ MOVE_FIELDS = ("slot", "dest", "target", "source", "size", "forced")
 MOVE_TYPE = "array<struct<slot:int,dest:int,target:int,source:int,size:bigint,forced:boolean>>"
 
 
-def _strict(cluster: Cluster) -> Column:
-    """Whether the row's partition must hold its replicas in distinct domains (always, when domains are brokers)."""
+def _per_domain(cluster: Cluster) -> Column:
+    """How many replicas of the row's partition one domain may hold: one, unless the partition has more replicas
+    than there are racks, in which case they are spread as evenly as the racks allow (Kafka's rule)."""
     if not cluster.rack_mode:
-        return F.lit(True)
-    return F.size("replicas") <= F.lit(cluster.rack_count)
+        return F.lit(1)
+    return F.ceil(F.size("replicas") / F.lit(cluster.rack_count))
+
+
+def _room(cluster: Cluster, occupied: Column) -> Callable[[Column], Column]:
+    """Whether domain ``d`` can take one more replica of the row's partition, given the domains it occupies."""
+    cap = _per_domain(cluster)
+    return lambda d: F.size(F.filter(occupied, lambda o: o == d)) < cap
 
 
 def replica_view(state: DataFrame, cluster: Cluster, senders: Mapping[int, float] | None = None) -> DataFrame:
@@ -59,9 +66,9 @@ def replica_view(state: DataFrame, cluster: Cluster, senders: Mapping[int, float
         state = state.filter(F.col("selected") & interesting)
     reps = state.select("topic", "partition", "size", "selected", "original", "replicas",
                         F.posexplode("replicas").alias("slot", "broker"))
-    same_rack_before = F.exists(F.slice("replicas", 1, F.col("slot")),
-                                lambda x: lookup(domain, x) == lookup(domain, F.col("broker")))
-    duplicate = (_strict(cluster) & same_rack_before) if cluster.rack_mode else F.lit(False)
+    same_rack_before = F.size(F.filter(F.slice("replicas", 1, F.col("slot")),
+                                       lambda x: lookup(domain, x) == lookup(domain, F.col("broker"))))
+    duplicate = (same_rack_before >= _per_domain(cluster)) if cluster.rack_mode else F.lit(False)
     forced = F.col("selected") & (
         F.col("broker").isNull() | F.array_contains(int_array(sorted(cluster.removed)), F.col("broker")) | duplicate)
     unmoved = F.try_element_at("original", F.col("slot") + 1) == F.col("broker")
@@ -102,7 +109,7 @@ def forced_by_domain(state: DataFrame, cluster: Cluster) -> dict[int, float]:
     all_domains = int_array(cluster.domains)
     reps = replica_view(state, cluster).filter("forced")
     occupied = _occupied(cluster)
-    allowed = F.filter(all_domains, lambda d: ~_strict(cluster) | ~F.array_contains(occupied, d))
+    allowed = F.filter(all_domains, _room(cluster, occupied))
     rows = (reps.select("size", allowed.alias("allowed"))
             .select((F.col("size") / F.greatest(F.size("allowed"), F.lit(1))).alias("share"),
                     F.explode("allowed").alias("domain"))
@@ -120,8 +127,7 @@ def pick_movers(reps: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: in
     _, caps = _capacities(cluster, plan.into)
     receiving = int_array(d for d, c in caps.items() if c > 0)
     occupied = _occupied(cluster)
-    strict = _strict(cluster)
-    can_go = F.exists(receiving, lambda d: ~strict | ~F.array_contains(occupied, d))
+    can_go = F.exists(receiving, _room(cluster, occupied))
     out = int_map(plan.out)
     weight = _weight(plan)
     tiebreak = F.xxhash64("topic", "partition", "slot", F.lit(round_no))
@@ -165,9 +171,8 @@ def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no:
     chance = int_map({d: c + floor for d, c in caps.items()})
     cap = lookup(int_map(caps), F.col("dest"))
     occupied = _occupied(cluster)
-    strict = _strict(cluster)
     candidates = F.when(F.col("forced"), int_array(cluster.domains)).otherwise(int_array(receiving))
-    allowed = F.filter(candidates, lambda d: ~strict | ~F.array_contains(occupied, d))
+    allowed = F.filter(candidates, _room(cluster, occupied))
     draw = F.transform(allowed, lambda d: F.struct(
         (-F.log(uniform(F.col("topic"), F.col("partition"), F.col("slot"), F.lit(round_no), d))
          / lookup(chance, d)).alias("key"), d.alias("domain")))
@@ -197,22 +202,22 @@ def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no:
               .withColumn("filled", filled).withColumn("forced_here", forced_here)
               .withColumn("edges", edges).withColumn("position", position)
               .withColumn("at", slot_index).filter(F.col("at").isNotNull())
-              .withColumn("target", target).filter(F.col("target").isNotNull())
-              .withColumn("strict", strict))
+              .withColumn("target", target).filter(F.col("target").isNotNull()))
     return _resolve_collisions(placed)
 
 
 def _resolve_collisions(placed: DataFrame) -> DataFrame:
     """Per partition, keep movers in order (forced first, then by slot) unless an earlier kept one already took the
-    same broker, or the same domain where domains must be distinct. One row per changed partition: ``moves``, the
+    same broker or the same domain (one arrival per domain and round keeps every rack within its share). One row per
+    changed partition: ``moves``, the
     kept movers (slot, target, and where they came from, for the driver's per-broker sums)."""
     wanted = F.array_sort(F.collect_list(F.struct(
-        (~F.col("forced")).alias("later"), F.col("slot"), F.col("dest"), F.col("target"), F.col("strict"),
+        (~F.col("forced")).alias("later"), F.col("slot"), F.col("dest"), F.col("target"),
         F.col("broker").alias("source"), F.col("size"), F.col("forced"))))
     empty = F.array().cast(MOVE_TYPE)
 
     def keep(acc: Column, m: Column) -> Column:
-        clash = F.exists(acc, lambda k: (k["target"] == m["target"]) | (m["strict"] & (k["dest"] == m["dest"])))
+        clash = F.exists(acc, lambda k: (k["target"] == m["target"]) | (k["dest"] == m["dest"]))
         return F.when(clash, acc).otherwise(F.concat(acc, F.array(F.struct(
             *[m[name].alias(name) for name in MOVE_FIELDS]))))
 

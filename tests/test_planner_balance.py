@@ -1,0 +1,118 @@
+"""The planner's driver-side arithmetic: the band, the lower bound, the quotas, leader chains, the broker facts."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
+from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, water_fill
+from kpo.planner.cluster import Cluster, PlanError
+from kpo.planner.flow import handovers
+from kpo.planner.rounds import BrokerStats, decide_leaders, with_deltas
+
+
+def test_a_count_band_holds_only_whole_numbers_within_the_tolerance() -> None:
+    assert band(1000, 10, 0.05, integral=True) == Band(100.0, 95.0, 105.0)
+    assert band(1003, 10, 0.05, integral=True) == Band(100.3, 96.0, 105.0)
+    # Too narrow to hold a whole number on either side of the mean: widened to the nearest ones.
+    assert band(5, 2, 0.05, integral=True) == Band(2.5, 2.0, 3.0)
+
+
+def test_lower_bound_of_a_scale_out_is_what_the_new_brokers_must_receive() -> None:
+    # 12 brokers of 125 -> 15 brokers: mean 100, band [95, 105]; the old ones shed 12 * 20, the new ones need 3 * 95.
+    loads = {b: BrokerTotals(125.0) for b in range(12)} | {b: BrokerTotals(0.0) for b in range(12, 15)}
+    assert lower_bound(loads, frozenset(range(15)), frozenset(), 0.05) == pytest.approx(max(12 * 20, 3 * 95))
+
+
+def test_lower_bound_of_a_removal_is_at_least_everything_on_the_removed_broker() -> None:
+    loads = {b: BrokerTotals(100.0) for b in range(48)}
+    assert lower_bound(loads, frozenset(range(1, 48)), frozenset({0}), 0.05) == pytest.approx(100.0)
+
+
+def test_lower_bound_never_asks_a_broker_to_shed_what_it_may_not_move() -> None:
+    # Mean 76.7, band [69, 84.3]. Broker 0 is above it, but 90 of its 100 bytes belong to topics outside the
+    # selection: it can shed 10, not 15.7; broker 1 needs 9.
+    loads = {0: BrokerTotals(100.0, fixed=90.0), 1: BrokerTotals(60.0), 2: BrokerTotals(70.0)}
+    assert lower_bound(loads, frozenset(range(3)), frozenset(), 0.1) == pytest.approx(10.0)
+
+
+def test_lower_bound_counts_replicas_to_create_on_the_shedding_side() -> None:
+    # Balanced, but 30 bytes of new replicas must be created somewhere: nothing moves less than 30.
+    loads = {b: BrokerTotals(100.0) for b in range(3)}
+    assert lower_bound(loads, frozenset(range(3)), frozenset(), 0.05, created=30.0) == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_water_filling_moves_the_lower_bound_and_lands_every_broker_in_the_band(seed: int) -> None:
+    rng = random.Random(seed)
+    loads = {b: rng.uniform(0, 200) for b in range(rng.randint(5, 40))}
+    tolerance = rng.choice([0.02, 0.05, 0.1])
+    real = band(sum(loads.values()), len(loads), tolerance)
+    quotas = water_fill(loads, forced=0.0, real=real, inner=real)
+    after = {b: x - quotas.out.get(b, 0.0) + quotas.into.get(b, 0.0) for b, x in loads.items()}
+    assert quotas.total_in == pytest.approx(quotas.total_out)
+    assert all(real.holds(x) for x in after.values())
+    needed = lower_bound({b: BrokerTotals(x) for b, x in loads.items()}, frozenset(loads), frozenset(), tolerance)
+    assert quotas.total_out == pytest.approx(needed)
+    assert not set(quotas.out) & set(quotas.into)
+
+
+def test_water_filling_places_forced_load_and_respects_what_a_broker_can_send() -> None:
+    loads = {1: 100.0, 2: 100.0, 3: 40.0}
+    real = band(sum(loads.values()) + 60.0, 3, 0.05)
+    quotas = water_fill(loads, forced=60.0, real=real, inner=real, movable={1: 0.0, 2: 100.0, 3: 40.0})
+    assert quotas.total_in == pytest.approx(quotas.total_out + 60.0)
+    assert 1 not in quotas.out
+
+
+def test_leadership_travels_along_a_chain_when_no_direct_handover_exists() -> None:
+    # Broker 1 leads partitions with followers only on 2; 2 leads partitions with followers on 3.
+    flows = handovers(give={1: 2}, take={3: 2}, links={(1, 2): 5, (2, 3): 5})
+    assert flows == {(1, 2): 2, (2, 3): 2}
+
+
+def test_leader_quotas_aim_at_the_mean() -> None:
+    stats = {b: BrokerStats(broker=b, leaders=n) for b, n in {1: 30, 2: 10, 3: 20}.items()}
+    cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in (1, 2, 3)], [1, 2, 3])
+    quotas = decide_leaders(stats, cluster, 0.05)
+    assert quotas.out == {1: 10.0}
+    assert quotas.into == {2: 10.0}
+    after = with_deltas(stats, {1: BrokerStats(broker=1, leaders=-10), 2: BrokerStats(broker=2, leaders=10)})
+    assert {b: s.leaders for b, s in after.items()} == {1: 20, 2: 20, 3: 20}
+
+
+def _brokers(racks: dict[int, str | None], dead: tuple[int, ...] = ()) -> list[BrokerInfo]:
+    return [BrokerInfo(id=b, rack=r, alive=b not in dead) for b, r in racks.items()]
+
+
+def test_removed_and_dead_brokers_take_no_part() -> None:
+    brokers = _brokers({1: "a", 2: "b", 3: "c", 4: "a"}, dead=(4,))
+    cluster = Cluster.of(PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(3,)), brokers, [1, 2, 3, 4, 9])
+    assert cluster.eligible == {1, 2}
+    assert cluster.removed == {3}
+    assert cluster.racks[9] is None  # named by a replica only: a broker that left the cluster
+    assert cluster.rack_mode
+    assert cluster.rack_count == 2
+
+
+def test_racks_apply_only_when_every_broker_taking_part_has_one() -> None:
+    request = PlanRequest(goal=Goal.REBALANCE)
+    assert not Cluster.of(request, _brokers({1: "a", 2: None}), [1, 2]).rack_mode
+    assert not Cluster.of(request, _brokers({1: "a", 2: "a"}), [1, 2]).rack_mode
+    assert not Cluster.of(request.model_copy(update={"rack_aware": False}), _brokers({1: "a", 2: "b"}), []).rack_mode
+    with_racks = Cluster.of(request, _brokers({1: "a", 2: "b", 3: "a"}), [])
+    assert with_racks.domains == {0: (1, 3), 1: (2,)}
+    assert with_racks.strict_racks(2)
+    assert not with_racks.strict_racks(3)
+
+
+@pytest.mark.parametrize(("request_", "says"), [
+    (PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(7,)), "not in the cluster"),
+    (PlanRequest(goal=Goal.ADD_BROKERS, brokers=(2,)), "not registered and alive"),
+    (PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(1,)), "no alive broker"),
+])
+def test_a_request_the_brokers_cannot_satisfy_says_why(request_: PlanRequest, says: str) -> None:
+    with pytest.raises(PlanError, match=says):
+        Cluster.of(request_, _brokers({1: "a", 2: "b"}, dead=(2,)), [1, 2])

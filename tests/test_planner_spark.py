@@ -1,0 +1,147 @@
+"""The planning job on Spark (local mode, one shared session): golden plans and properties of seeded clusters.
+
+Golden inputs and plans (kafka-reassign-partitions JSON) are in ``tests/data/planner/<case>/``. The first three are
+forced by the hard constraints alone and were written by hand; ``add-broker`` pins which of the equally good
+replicas the job picks (it must be one of broker 1's and one of broker 2's, which the test also checks).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kpo.domain.plan_contract import BrokerInfo, Goal, PartitionRecord, PlanMetrics, PlanRequest
+from kpo.planner import job
+from kpo.planner.plan import make_plan, read_snapshot
+from kpo.planner.workdir import write_input
+
+DATA = Path(__file__).parent / "data" / "planner"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = (SparkSession.builder.master("local[2]").appName("kpo-planner-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _plan(spark: SparkSession, folder: Path, out: Path) -> tuple[PlanMetrics, dict[str, object]]:
+    metrics = job.run(spark, str(folder), str(out))
+    return metrics, json.loads((out / "plan.json").read_text())
+
+
+@pytest.mark.parametrize("case", ["remove-broker", "replication-factor", "add-broker", "balanced"])
+def test_golden_plan(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    metrics, plan = _plan(spark, DATA / case, tmp_path)
+    assert metrics.ok
+    assert plan == json.loads((DATA / case / "expected_plan.json").read_text())
+    assert metrics.partitions_changed == len(plan["partitions"])  # type: ignore[arg-type]
+    assert metrics.bytes_to_move >= metrics.lower_bound_bytes
+    assert metrics.rack_violations_after == 0
+
+
+def test_golden_removal_moves_exactly_the_removed_brokers_bytes(spark: SparkSession, tmp_path: Path) -> None:
+    metrics, _ = _plan(spark, DATA / "remove-broker", tmp_path)
+    assert metrics.lower_bound_bytes == metrics.bytes_to_move == 400
+    assert metrics.replicas_left_on_removed_brokers == 0
+    assert {b.broker: (b.bytes, b.leaders) for b in metrics.brokers_after} == {1: (600, 3), 2: (600, 3), 3: (0, 0)}
+
+
+def test_golden_scale_out_takes_one_replica_from_each_full_broker(spark: SparkSession, tmp_path: Path) -> None:
+    _, plan = _plan(spark, DATA / "add-broker", tmp_path)
+    before = {p["partition"]: p["replicas"][0] for p in _jsonl(DATA / "add-broker" / "partitions")}
+    moved_from = sorted(before[e["partition"]] for e in plan["partitions"])  # type: ignore[attr-defined]
+    assert moved_from == [1, 2]
+
+
+def _jsonl(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def random_cluster(seed: int, brokers: int, racks: int, partitions: int, factor: int, new: int = 0,
+                   ) -> tuple[list[BrokerInfo], list[PartitionRecord]]:
+    """Lognormal sizes times a per-topic popularity, rack-aware placement skewed towards the first brokers."""
+    rng = random.Random(seed)
+    infos = [BrokerInfo(id=b, rack=f"r{(b - 1) % racks}" if racks else None) for b in range(1, brokers + 1)]
+    existing = [b.id for b in infos[:brokers - new]]
+    weight = {b: 3.0 if i < 2 else 1.0 for i, b in enumerate(existing)}
+    popularity = {t: rng.lognormvariate(0, 0.4) for t in range(partitions // 25 + 1)}
+    records = []
+    for p in range(partitions):
+        chosen: list[int] = []
+        while len(chosen) < factor:
+            candidates = [b for b in existing if b not in chosen
+                          and (not racks or len(chosen) >= racks
+                               or all(infos[b - 1].rack != infos[c - 1].rack for c in chosen))]
+            chosen.append(rng.choices(candidates, [weight[b] for b in candidates])[0])
+        records.append(PartitionRecord(topic=f"t{p // 25}", partition=p % 25, replicas=tuple(chosen),
+                                       leader=chosen[0], isr=tuple(chosen),
+                                       size_bytes=int(1e6 * rng.lognormvariate(0, 0.6) * popularity[p // 25])))
+    return infos, records
+
+
+PROPERTY_CASES = {
+    "rebalance, 12 brokers in 3 racks": (1, 12, 3, 300, 3, 0, PlanRequest(goal=Goal.REBALANCE, tolerance=0.1)),
+    "remove 2 of 10 brokers in 5 racks": (2, 10, 5, 250, 3, 0,
+                                          PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(4, 7), tolerance=0.1)),
+    "RF 2 -> 3 on 9 brokers (2 empty), no racks": (3, 9, 0, 240, 2, 2, PlanRequest(
+        goal=Goal.REPLICATION_FACTOR, replication_factor=3, tolerance=0.1)),
+}
+
+
+@pytest.mark.parametrize("case", list(PROPERTY_CASES))
+def test_seeded_clusters_keep_every_rule(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    seed, n, racks, partitions, factor, new, request = PROPERTY_CASES[case]
+    infos, records = random_cluster(seed, n, racks, partitions, factor, new)
+    folder = write_input(tmp_path / "input", request, infos, records)
+    result = make_plan(read_snapshot(spark, str(folder)))
+    m = result.metrics
+    rack = {b.id: b.rack for b in infos}
+    removed = set(request.brokers) if request.goal is Goal.REMOVE_BROKERS else set()
+    eligible = [b.id for b in infos if b.id not in removed]
+    size = {(r.topic, r.partition): r.size_bytes for r in records}
+    target = {(row["topic"], row["partition"]): list(row["replicas"])
+              for row in result.state.select("topic", "partition", "replicas").collect()}
+    wanted_factor = request.replication_factor or factor
+    for key, replicas in target.items():
+        assert len(set(replicas)) == len(replicas) == wanted_factor, key
+        assert not set(replicas) & removed, key
+        if racks >= wanted_factor:
+            assert len({rack[b] for b in replicas}) == wanted_factor, key
+
+    # Independent of the job's code: loads after, bytes moved, the lower bound as issue 7 defines it.
+    before = {(r.topic, r.partition): list(r.replicas) for r in records}
+    load: Counter[int] = Counter()
+    for key, replicas in target.items():
+        for b in replicas:
+            load[b] += size[key]
+    moved = sum(size[k] * len(set(r) - set(before[k])) for k, r in target.items())
+    assert moved == m.bytes_to_move
+    assert {b.broker: b.bytes for b in m.brokers_after if b.bytes} == dict(load)
+    old_load: Counter[int] = Counter()
+    for key, replicas in before.items():
+        for b in replicas:
+            old_load[b] += size[key]
+    created = sum(size[k] * (wanted_factor - len(r)) for k, r in before.items())
+    mean = (sum(old_load.values()) + created) / len(eligible)
+    hi = {b: (0.0 if b in removed else mean * (1 + request.tolerance)) for b in old_load.keys() | set(eligible)}
+    shed = sum(max(0.0, old_load[b] - hi[b]) for b in hi) + created
+    fill = sum(max(0.0, mean * (1 - request.tolerance) - old_load[b]) for b in eligible)
+    assert m.lower_bound_bytes == round(max(shed, fill))
+
+    largest = max(size.values())
+    assert m.lower_bound_bytes <= moved <= 1.05 * m.lower_bound_bytes + largest
+    assert max(load[b] for b in eligible) / mean <= 1 + request.tolerance + 1e-9
+    assert min(load[b] for b in eligible) / mean >= 1 - request.tolerance - 1e-9
+    leaders = Counter(r[0] for r in target.values())
+    assert max(leaders[b] for b in eligible) <= math.ceil(len(target) / len(eligible) * (1 + request.tolerance))
