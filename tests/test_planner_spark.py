@@ -145,3 +145,28 @@ def test_seeded_clusters_keep_every_rule(spark: SparkSession, tmp_path: Path, ca
     assert min(load[b] for b in eligible) / mean >= 1 - request.tolerance - 1e-9
     leaders = Counter(r[0] for r in target.values())
     assert max(leaders[b] for b in eligible) <= math.ceil(len(target) / len(eligible) * (1 + request.tolerance))
+
+
+def test_the_plan_does_not_depend_on_how_spark_splits_the_work(spark: SparkSession, tmp_path: Path) -> None:
+    """What makes the local and the SparkApplication backend agree: a plan is a function of the snapshot alone."""
+    infos, records = random_cluster(2, 10, 5, 250, 3)
+    folder = write_input(tmp_path / "input", PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(4,), tolerance=0.1),
+                         infos, records)
+    plans = []
+    for shuffle_partitions in ("2", "5"):
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle_partitions)
+        out = tmp_path / f"out-{shuffle_partitions}"
+        job.run(spark, str(folder), str(out))
+        plans.append((out / "plan.json").read_text())
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    assert plans[0] == plans[1]
+
+
+def test_partitions_may_come_as_parquet(spark: SparkSession, tmp_path: Path) -> None:
+    folder = tmp_path / "input"
+    folder.mkdir()
+    for name in ("request.json", "brokers.json"):
+        (folder / name).write_text((DATA / "remove-broker" / name).read_text())
+    spark.read.json(str(DATA / "remove-broker" / "partitions")).write.parquet(str(folder / "partitions"))
+    _, plan = _plan(spark, folder, tmp_path / "out")
+    assert plan == json.loads((DATA / "remove-broker" / "expected_plan.json").read_text())

@@ -79,13 +79,14 @@ def handovers(give: Mapping[int, int], take: Mapping[int, int], links: Mapping[t
     """
     net = _Network()
     source, sink = ("source",), ("sink",)
-    for b, n in give.items():
+    # Edges in a fixed order: the flow found depends on it, and the plan must not depend on how Spark listed them.
+    for b, n in sorted(give.items()):
         if n > 0:
             net.add(source, b, n)
-    for b, n in take.items():
+    for b, n in sorted(take.items()):
         if n > 0:
             net.add(b, sink, n)
-    arcs = {pair: net.add(pair[0], pair[1], n) for pair, n in links.items() if n > 0 and pair[0] != pair[1]}
+    arcs = {pair: net.add(pair[0], pair[1], n) for pair, n in sorted(links.items()) if n > 0 and pair[0] != pair[1]}
     net.max_flow(source, sink)
     flows = {pair: links[pair] - net.cap[e] for pair, e in arcs.items()}
     return _cancel_cycles({pair: f for pair, f in flows.items() if f > 0})
