@@ -86,6 +86,9 @@ class PlanningJobs:
                     return Job(JobStatus.RUNNING)
                 with self._lock:
                     self._running.pop((meta["uid"], generation), None)
+                if not outcome.ok:
+                    # The runner's account: the job's own message, or how it died before it could write one.
+                    return Job(JobStatus.FAILED, outcome.message)
             return self._read(base, generation, default=Job(JobStatus.NONE))
         settings = self.config.spark_application
         app = self.apps.latest(settings.namespace or meta["namespace"], meta["name"], generation)

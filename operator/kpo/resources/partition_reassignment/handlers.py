@@ -216,6 +216,11 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
             return  # nothing can have been started for a spec that never parsed or a cluster that is not configured
         owned = {tp: tuple(int(r) for r in e["replicas"]) for tp, e in partition_list(status.get("inFlight")).items()}
         targets = {tp: t.replicas for tp, t in targets_of(parsed).items()}
+        if parsed.plan is not None and (stored := context.proposals.load(meta["namespace"], meta["name"])):
+            targets = dict(stored[0].targets)
+        journal = context.rollbacks.load_throttle(meta["namespace"], meta["name"])
+        if phase_of(status) in TERMINAL and not owned and journal.empty:
+            return  # finished, nothing of its own in flight, no throttle: nothing to ask Kafka
         try:
             ongoing = kafka.list_reassignments(set(owned) | set(targets))
             # Also cancel moves towards this CR's own targets that a status write may not have recorded yet.
@@ -230,7 +235,6 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
                 kopf.info(body, reason="Cancelled", message=f"deleted while running: cancelled {len(mine)} move(s)")
             # The moves have ended: take back this resource's throttles (the journal lives in its ConfigMap,
             # which garbage collection removes only after this finalizer).
-            journal = context.rollbacks.load_throttle(meta["namespace"], meta["name"])
             if not journal.empty:
                 claims: list[Claim] = list(partitionreassignment_claims.get(
                     context.cluster_name(parsed.cluster_ref), [])) if partitionreassignment_claims is not None else []

@@ -172,11 +172,7 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
                                 start_job=True)
     approved = intent.automatic or intent.approved_id == proposal.id
     if not approved:
-        message = _awaiting(proposal, intent)
-        if intent.approved_id:
-            message = f"spec.approval.proposalId {intent.approved_id} is not the current proposal {proposal.id}; " \
-                      + message
-        return PlanningDecision(Phase.PROPOSED, "Proposed", message, proposal=proposal)
+        return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(proposal, intent), proposal=proposal)
     reasons = changed_since(proposal, view)
     if reasons:
         detail = "; ".join(reasons[:3]) + ("…" if len(reasons) > 3 else "")
@@ -191,4 +187,8 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
 def _awaiting(proposal: Proposal, intent: PlanIntent) -> str:
     if intent.automatic:
         return f"proposal {proposal.id} computed; approved automatically"
-    return f"proposal {proposal.id} waits for approval: set spec.approval.proposalId to {proposal.id}"
+    message = f"proposal {proposal.id} waits for approval: set spec.approval.proposalId to {proposal.id}"
+    if intent.approved_id and intent.approved_id != proposal.id:
+        message = f"spec.approval.proposalId {intent.approved_id} is not the current proposal {proposal.id}; " \
+                  + message
+    return message

@@ -1,0 +1,227 @@
+"""Generated plans on the real cluster (issue 7): Planning -> Proposed -> approved -> Succeeded, through the local
+backend and through SparkApplications (run by the Spark Operator stand-in), a failing job, and a re-plan when the
+cluster changed before the approval."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition as KpTopicPartition
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from e2e.conftest import SESSION
+from e2e.kafka_support import create_topic, replicas_of, wait_for
+from e2e.kube_support import Resources, wait_until
+from e2e.operator_support import OperatorProcess, operator_env
+from e2e.reassignment_support import fill
+from e2e.spark_harness import CRD_FILE, GROUP, PLURAL, VERSION, SparkOperatorHarness
+from kpo.domain.plan_contract import Goal, PlanRequest
+from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
+from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner
+from kpo.planner.workdir import read_output, write_input
+from kpo.resources.partition_reassignment.plan_reconciler import snapshot
+from kpo_testbed import Testbed
+from kpo_testbed.paths import REPO_ROOT
+
+KPR = "PartitionReassignment"
+SPARK_NAMESPACES = f"e2es-{SESSION}-*"
+FAILING_NAMESPACES = f"e2ef-{SESSION}-*"
+JOB_FILE = f"local://{REPO_ROOT / 'operator' / 'kpo' / 'planner' / 'job.py'}"
+
+
+@pytest.fixture(scope="module")
+def spark_harness(api_client: client.ApiClient) -> Iterator[SparkOperatorHarness]:
+    ext = client.ApiextensionsV1Api(api_client)
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    try:
+        ext.create_custom_resource_definition(crd)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    wait_until(lambda: any(c.type == "Established" and c.status == "True" for c in
+                           ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
+               30, "the SparkApplication CRD")
+    harness = SparkOperatorHarness(api_client, SPARK_NAMESPACES)
+    harness.start()
+    yield harness
+    harness.stop()
+
+
+def _operator(tmp: Path, kubeconfig: Path, bootstrap_servers: str, pattern: str, planner: dict[str, object]
+              ) -> OperatorProcess:
+    config = tmp / "planner.yaml"
+    config.write_text(yaml.safe_dump(planner))
+    env = operator_env(kubeconfig, bootstrap_servers, {"KPO_PLANNER_CONFIG": str(config)})
+    return OperatorProcess(env, tmp / "operator.log", namespaces=[pattern])
+
+
+@pytest.fixture(scope="module")
+def spark_operator(spark_harness: SparkOperatorHarness, kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    tmp = tmp_path_factory.mktemp("spark-operator")
+    operator = _operator(tmp, kubeconfig, bootstrap_servers, SPARK_NAMESPACES, {
+        "backend": "sparkApplication", "workDir": str(tmp / "plans"),
+        "sparkApplication": {"mainApplicationFile": JOB_FILE, "serviceAccount": "kpo-planner",
+                             "driver": {"memory": "1g"}},
+    })
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+@pytest.fixture(scope="module")
+def failing_operator(kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """Local backend whose Spark driver gets 1 MB of heap: the JVM cannot start, so every job fails."""
+    tmp = tmp_path_factory.mktemp("failing-operator")
+    operator = _operator(tmp, kubeconfig, bootstrap_servers, FAILING_NAMESPACES,
+                         {"backend": "local", "workDir": str(tmp / "plans"), "local": {"driverMemory": "1m"}})
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+@contextlib.contextmanager
+def _namespace(api_client: client.ApiClient, prefix: str) -> Iterator[Resources]:
+    """A namespace that only the operator watching ``<prefix>-<session>-*`` acts on."""
+    core = client.CoreV1Api(api_client)
+    name = f"{prefix}-{SESSION}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield Resources(api_client, name)
+    core.delete_namespace(name)
+
+
+def _finished(custom: client.CustomObjectsApi, namespace: str) -> str | None:
+    got = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "same-snapshot")
+    state = ((got.get("status") or {}).get("applicationState") or {}).get("state")
+    return state if state in ("COMPLETED", "FAILED") else None
+
+
+def _spread_topic(admin: AdminClient, bootstrap_servers: str, topic: str) -> None:
+    create_topic(admin, topic, 6, assignment=[[1, 2], [2, 3], [3, 1], [1, 3], [2, 1], [3, 2]])
+    fill(bootstrap_servers, topic, list(range(6)), messages=10)
+
+
+def _on_broker(admin: AdminClient, topic: str, broker: int) -> list[int]:
+    return [p for p, r in replicas_of(admin, topic).items() if broker in r]
+
+
+@pytest.mark.usefixtures("kpo_operator")
+def test_remove_brokers_plan_is_proposed_approved_and_carried_out(kafka_admin: AdminClient,
+                                                                  bootstrap_servers: str, topic_name: str,
+                                                                  resources: Resources) -> None:
+    _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+    before = replicas_of(kafka_admin, topic_name)
+    resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]}})
+    status = resources.wait_phase(KPR, "drain", {"Proposed", "Failed", "Invalid"}, timeout=240)
+    assert status["phase"] == "Proposed", status
+    proposal = status["proposal"]
+    assert proposal["partitions"] == 4 and proposal["replicaMoves"] == 4
+    plan = json.loads(resources.config_map(proposal["configMap"])["plan.json"])  # type: ignore[index]
+    assert all(3 not in entry["replicas"] for entry in plan["partitions"])
+    assert status["summary"]["lowerBoundBytes"] <= status["summary"]["bytesToMove"]
+    ready = resources.condition(KPR, "drain", "Ready")
+    assert ready is not None and proposal["id"] in ready["message"]
+    assert replicas_of(kafka_admin, topic_name) == before, "nothing moves before the approval"
+
+    resources.patch_spec(KPR, "drain", {"approval": {"proposalId": proposal["id"]}})
+    status = resources.wait_phase(KPR, "drain", {"Succeeded", "Failed"}, timeout=180)
+    assert status["phase"] == "Succeeded", status
+    assert _on_broker(kafka_admin, topic_name, 3) == []
+    reasons = [e.reason for e in resources.events("drain")]
+    assert reasons[:4] == ["Planning", "Proposed", "Approved", "Succeeded"] or \
+        {"Planning", "Proposed", "Approved", "Succeeded"} <= set(reasons)
+
+
+@pytest.mark.usefixtures("kpo_operator")
+def test_a_cluster_change_before_approval_means_a_new_plan(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                           topic_name: str, resources: Resources) -> None:
+    _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+    resources.create(KPR, "stale", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]}})
+    first = resources.wait_phase(KPR, "stale", "Proposed", timeout=240)["proposal"]["id"]
+    # Someone moves partition 1 ([2, 3]) off broker 3 by hand before the approval.
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        admin.alter_partition_reassignments({KpTopicPartition(topic_name, 1): [2, 1]})
+    finally:
+        admin.close()
+    wait_for(lambda: replicas_of(kafka_admin, topic_name)[1] == [2, 1], 60, "the manual move")
+    resources.patch_spec(KPR, "stale", {"approval": {"proposalId": first}})
+    wait_for(lambda: "ClusterChanged" in [e.reason for e in resources.events("stale")], 60, "a ClusterChanged event")
+    second = resources.wait_phase(KPR, "stale", "Proposed", timeout=240)["proposal"]
+    assert second["id"] != first
+    assert second["partitions"] == 3
+    ready = resources.condition(KPR, "stale", "Ready")
+    assert ready is not None and f"{first} is not the current proposal {second['id']}" in ready["message"]
+
+
+def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient, spark_operator: OperatorProcess,
+                                                   spark_harness: SparkOperatorHarness, kafka_admin: AdminClient,
+                                                   bootstrap_servers: str, topic_name: str) -> None:
+    with _namespace(api_client, "e2es") as resources:
+        _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+        resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]},
+                                        "approval": {"mode": "Automatic"}})
+        status = resources.wait_phase(KPR, "drain", {"Succeeded", "Failed", "Invalid"}, timeout=300)
+        assert status["phase"] == "Succeeded", status
+        assert _on_broker(kafka_admin, topic_name, 3) == []
+        apps = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+            GROUP, VERSION, resources.namespace, PLURAL)["items"]
+        assert len(apps) == 1
+        app = apps[0]
+        assert app["status"]["applicationState"]["state"] == "COMPLETED"
+        assert app["metadata"]["ownerReferences"][0]["name"] == "drain"
+        assert app["spec"]["mainApplicationFile"] == JOB_FILE
+        assert f"{resources.namespace}/{app['metadata']['name']}" in spark_harness.runs
+
+
+def test_a_failing_job_is_reported_with_its_error(api_client: client.ApiClient, failing_operator: OperatorProcess,
+                                                  kafka_admin: AdminClient, bootstrap_servers: str,
+                                                  topic_name: str) -> None:
+    with _namespace(api_client, "e2ef") as resources:
+        _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+        resources.create(KPR, "doomed", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]}})
+        status = resources.wait_phase(KPR, "doomed", {"Failed", "Proposed", "Succeeded"}, timeout=180)
+        assert status["phase"] == "Failed", status
+        ready = resources.condition(KPR, "doomed", "Ready")
+        assert ready is not None and ready["reason"] == "PlanningFailed"
+        assert "heap" in ready["message"].lower(), ready["message"]
+        assert "PlanningFailed" in [e.reason for e in resources.events("doomed")]
+
+
+def test_local_and_spark_application_backends_plan_the_same(testbed: Testbed, api_client: client.ApiClient,
+                                                            spark_harness: SparkOperatorHarness,
+                                                            kafka_admin: AdminClient, bootstrap_servers: str,
+                                                            topic_name: str, tmp_path: Path) -> None:
+    _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+    request = PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(3,), topics=(topic_name,))
+    snap = snapshot(KafkaAdminAdapter(ConnectionSettings(bootstrap_servers)), request)
+    write_input(tmp_path / "input", request, snap.brokers, snap.partitions)
+    local = LocalSparkRunner(LocalSparkConfig(master="local[2]")).run(tmp_path / "input", tmp_path / "local")
+    assert local.ok, local.message
+    with _namespace(api_client, "e2es") as resources:
+        owner = client.CoreV1Api(api_client).create_namespaced_config_map(
+            resources.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner")))
+        app = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SparkApplication",
+               "metadata": {"name": "same-snapshot", "namespace": resources.namespace,
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                                 "uid": owner.metadata.uid}]},
+               "spec": {"type": "Python", "mainApplicationFile": JOB_FILE, "driver": {"memory": "1g"},
+                        "arguments": ["--input", str(tmp_path / "input"), "--output", str(tmp_path / "spark")]}}
+        custom = client.CustomObjectsApi(api_client)
+        custom.create_namespaced_custom_object(GROUP, VERSION, resources.namespace, PLURAL, app)
+        assert wait_until(lambda: _finished(custom, resources.namespace), 300,
+                          "the SparkApplication to finish") == "COMPLETED"
+    remote = read_output(tmp_path / "spark")
+    assert local.plan is not None and remote.plan is not None
+    assert remote.plan.to_json() == local.plan.to_json()
+    assert remote.plan.partitions, "the plan moves something"
