@@ -151,7 +151,9 @@ class Testbed:
             self.state.kafka.wait_healthy((node_id,))
 
     def active_controller(self) -> int:
-        return self.state.kafka.active_controller()
+        running = tuple(n.node_id for n in self.state.kafka.nodes
+                        if (r := self.state.processes.get(f"kafka-{n.node_id}")) is not None and procs.is_running(r))
+        return self.state.kafka.active_controller(running)
 
     # --------------------------------------------------------------------------------------------------- output
 

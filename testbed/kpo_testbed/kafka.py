@@ -210,9 +210,13 @@ class KafkaCluster:
         procs.wait_until(lambda: set(node_ids) <= self.live_brokers(), timeout,
                          f"Kafka brokers {sorted(node_ids)} to register")
 
-    def active_controller(self) -> int:
-        """The node id of the active KRaft controller: LeaderId in kafka-metadata-quorum.sh describe --status."""
-        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
+    def active_controller(self, node_ids: tuple[int, ...] | None = None) -> int:
+        """The node id of the active KRaft controller: LeaderId in kafka-metadata-quorum.sh describe --status.
+
+        ``node_ids`` are the controllers to ask (those running): the tool gives up on a dead bootstrap address.
+        """
+        asked = [n for n in self.nodes if node_ids is None or n.node_id in node_ids]
+        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in asked)
         out = self.run_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller", bootstrap,
                             "describe", "--status")
         match = re.search(r"^LeaderId:\s*(\d+)", out, re.MULTILINE)
