@@ -49,6 +49,15 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event to post about a resource: every transition and every refusal gets one."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ConditionUpdate:
     """What a life cycle wants a condition to say now; ``merge`` decides the transition time."""
 

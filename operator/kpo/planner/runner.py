@@ -113,9 +113,18 @@ class RunningJob:
                 return
             try:
                 self._process.wait(timeout=pause)
-                return
+                break
             except subprocess.TimeoutExpired:
                 continue
+        # spark-submit may go before its children (the JVM's Python workers): end the rest of the group too, and
+        # wait until it is gone, so a cancelled job leaves nothing behind.
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
     def _finish(self) -> JobOutcome:
         self._process.wait()

@@ -26,6 +26,7 @@ from kpo.domain.reassignment import Problem, Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
 from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.resources import spec_problems
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler, throttling
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, TERMINAL, Phase
 from kpo.resources.partition_reassignment.planning import PlanIntent
@@ -99,8 +100,7 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         try:
             parsed = parse_spec(spec)
         except ValidationError as exc:
-            problems = [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"])
-                        for e in exc.errors()]
+            problems = spec_problems(exc)
             _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
             return
         try:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate
+from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
 from kpo.domain.reassignment import (
@@ -136,13 +136,6 @@ class Observation:
 class Conflict:
     partition: TopicPartition
     holder: str  # "namespace/name" of the other PartitionReassignment, or "external"
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kpo.domain import conditions as cond
+from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
 from kpo.domain.proposal import Proposal
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
-from kpo.resources.partition_reassignment.lifecycle import Event, Phase
+from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.planning import (
     Job,
     JobStatus,

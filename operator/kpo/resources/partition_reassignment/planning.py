@@ -31,11 +31,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Problem
-from kpo.resources.partition_reassignment.lifecycle import Event, Phase
+from kpo.resources.partition_reassignment.lifecycle import Phase
 
 PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.INVALID, Phase.STOPPED, Phase.PLANNING}),

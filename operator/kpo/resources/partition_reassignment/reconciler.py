@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kpo.domain import conditions as cond
+from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, Problem, Progress, progress
 from kpo.domain.throttle import ThrottleJournal
@@ -24,7 +25,6 @@ from kpo.resources.partition_reassignment import throttling
 from kpo.resources.partition_reassignment.lifecycle import (
     TERMINAL,
     Decision,
-    Event,
     Intent,
     Memory,
     Observation,

@@ -21,6 +21,7 @@ from kpo import metrics
 from kpo.api import GROUP, VERSION
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaRequestRefused
+from kpo.resources import spec_problems
 from kpo.resources.preferred_leader_election import reconciler
 from kpo.resources.preferred_leader_election.lifecycle import KAFKA_UNAVAILABLE, Reassignment
 from kpo.resources.preferred_leader_election.spec import intent_of, memory_of, parse_spec
@@ -64,8 +65,7 @@ def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
         try:
             parsed = parse_spec(spec)
         except ValidationError as exc:
-            problems = [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"])
-                        for e in exc.errors()]
+            problems = spec_problems(exc)
             _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, reconciler.utcnow()))
             return
         try:

@@ -74,7 +74,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate
+from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
 from kpo.domain.reassignment import Problem
 
@@ -235,13 +235,6 @@ class Run:
             more = "…" if len(self.failures) > 3 else ""
             counts += "; refused: " + ", ".join(f"{tp}: {self.failures[tp].code}" for tp in worst) + more
         return counts
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from typing import Any
 
 from kpo.api import ELECTED_PARTITIONS_CAP
 from kpo.domain import conditions as cond
+from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.preferred_leader_election.lifecycle import (
     KAFKA_UNAVAILABLE,
     Decision,
-    Event,
     Intent,
     Memory,
     Observation,

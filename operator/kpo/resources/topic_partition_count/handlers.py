@@ -18,6 +18,7 @@ from kpo import metrics
 from kpo.api import GROUP, VERSION
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaRequestRefused
+from kpo.resources import spec_problems
 from kpo.resources.topic_partition_count import reconciler
 from kpo.resources.topic_partition_count.spec import intent_of, memory_of, parse_spec
 from kpo.runtime import OperatorContext
@@ -45,8 +46,7 @@ def topicpartitioncount_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spe
         try:
             parsed = parse_spec(spec)
         except ValidationError as exc:
-            problems = [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"])
-                        for e in exc.errors()]
+            problems = spec_problems(exc)
             _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
             return
         try:

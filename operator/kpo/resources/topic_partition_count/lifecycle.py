@@ -53,7 +53,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate
+from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
@@ -171,13 +171,6 @@ class Growth:
     total: int
     # One replica list per new partition; None lets the controller place them.
     assignment: tuple[Replicas, ...] | None
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

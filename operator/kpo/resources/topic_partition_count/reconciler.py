@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from kpo.domain import conditions as cond
+from kpo.domain.conditions import Event
 from kpo.domain.keyremap import RemapReport
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
@@ -29,7 +30,6 @@ from kpo.resources.topic_partition_count.lifecycle import (
     TERMINAL,
     BrokerLoad,
     Decision,
-    Event,
     Intent,
     KeySample,
     Memory,
