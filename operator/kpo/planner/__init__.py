@@ -1,7 +1,7 @@
 """The planning pipeline: a PySpark job that turns a cluster snapshot and a goal into a reassignment plan.
 
-kpo.planner is the only package of kpo that imports pyspark, and only its job modules do (the runner and the pure
-balance arithmetic do not), so the operator can import the runner without starting a JVM.
+kpo.planner is the only package of kpo that imports pyspark, and only its job modules do, so the operator can import
+the runner without loading Spark.
 
 The storage contract (types and JSON in :mod:`kpo.domain.plan_contract`):
 
@@ -28,9 +28,10 @@ create join the first sum, and a broker is never asked to shed bytes it may not 
 :mod:`kpo.planner.balance`.
 
 Modules: ``schemas`` (DataFrame schemas), ``storage`` (contract I/O on any Hadoop file system), ``cluster`` (what the
-request means for the brokers), ``prepare`` (selection, replication factor), ``balance`` and ``rounds`` (driver-side
-arithmetic on per-broker totals), ``moves`` and ``leaders`` (the DataFrame transforms of a round), ``metrics``,
-``plan`` (the pipeline), ``job`` (entry point), ``evaluate`` (scores any given assignment the same way, for the
-bench), ``runner`` (the local backend: spark-submit in local mode, supervised), ``workdir`` (writing inputs and
-reading outputs on a local file system).
+request means for the brokers), ``prepare`` (selection, replication factor), ``balance``, ``rounds`` and ``flow``
+(driver-side arithmetic on per-broker totals: band, lower bound, quotas, leader chains), ``exprs`` (literal lookups),
+``moves`` and ``leaders`` (the DataFrame transforms of a round), ``metrics``, ``plan`` (the pipeline), ``job`` (entry
+point), ``evaluate`` (scores any given assignment the same way, for the bench), ``runner`` (the local backend:
+spark-submit in local mode, supervised), ``workdir`` (writing inputs and reading outputs on a local file system).
+Only ``balance``, ``rounds``, ``flow``, ``cluster``, ``runner`` and ``workdir`` can be imported without pyspark.
 """

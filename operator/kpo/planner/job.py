@@ -45,6 +45,7 @@ def session(app_name: str = "kpo-planner") -> SparkSession:
 def run(spark: SparkSession, input_uri: str, output_uri: str) -> PlanMetrics:
     result = make_plan(read_snapshot(spark, input_uri))
     storage.write_lines(spark, plan_lines(result.state), storage.join(output_uri, PLAN_FILE))
+    logging.getLogger("kpo.planner").info("plan written: %d partitions change", result.metrics.partitions_changed)
     return result.metrics
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import int_array, int_map, lookup, uniform
+from kpo.planner.exprs import members, pair_table, uniform
 from kpo.planner.rounds import BrokerStats
 from kpo.planner.schemas import STATE_COLUMNS
 
@@ -23,13 +23,12 @@ def _first() -> Column:
     return F.element_at("replicas", 1)
 
 
-_LINK = 1 << 32  # a link (g, t) as one long key: g * _LINK + t
 
 
 def _able_followers(cluster: Cluster) -> Column:
-    eligible = int_array(sorted(cluster.eligible))
+    eligible = members(cluster.eligible)
     return F.filter(F.slice("replicas", 2, F.size("replicas")), lambda b: b.isNotNull()
-                    & F.array_contains(eligible, b)
+                    & eligible.has(b)
                     & (F.array_contains("isr", b) | ~F.array_contains("original", b)))
 
 
@@ -37,7 +36,7 @@ def leader_links(state: DataFrame, cluster: Cluster) -> dict[tuple[int, int], in
     """``(leader, follower) -> partitions``: how many leaderships each broker could hand to each other broker."""
     rows = (state.filter(F.col("selected") & (F.size("replicas") > 1))
             .select(_first().alias("leader"), F.explode(_able_followers(cluster)).alias("follower"))
-            .filter(F.array_contains(int_array(sorted(cluster.eligible)), F.col("leader")))
+            .filter(members(cluster.eligible).has(F.col("leader")))
             .groupBy("leader", "follower").count().collect())
     return {(int(r["leader"]), int(r["follower"])): int(r["count"]) for r in rows}
 
@@ -46,14 +45,14 @@ def leader_handovers(state: DataFrame, cluster: Cluster, flows: dict[tuple[int, 
                      round_no: int) -> DataFrame:
     """``topic, partition, leader, successor``: for each link ``(g, t)`` up to ``flows[(g, t)]`` partitions led by ``g``
     whose follower on ``t`` comes first. Each partition draws one of its links, weighted by the link's flow."""
-    quota = int_map({g * _LINK + t: float(f) for (g, t), f in flows.items()}, key_type="long")
+    quota = pair_table({pair: float(f) for pair, f in flows.items()})
 
     def link(follower: Column) -> Column:
-        return F.col("leader").cast("long") * _LINK + follower
+        return quota(F.col("leader"), follower)
 
-    options = F.filter(_able_followers(cluster), lambda b: lookup(quota, link(b)).isNotNull())
+    options = F.filter(_able_followers(cluster), lambda b: link(b).isNotNull())
     draw = F.transform("options", lambda b: F.struct(
-        (-F.log(uniform(F.col("topic"), F.col("partition"), F.lit(round_no), b)) / lookup(quota, link(b)))
+        (-F.log(uniform(F.col("topic"), F.col("partition"), F.lit(round_no), b)) / link(b))
         .alias("key"), b.alias("broker")))
     per_link = Window.partitionBy("leader", "successor").orderBy("tiebreak", "topic", "partition")
     return (state.filter(F.col("selected") & (F.size("replicas") > 1))
@@ -61,7 +60,7 @@ def leader_handovers(state: DataFrame, cluster: Cluster, flows: dict[tuple[int, 
             .withColumn("successor", F.array_min(draw)["broker"])
             .withColumn("tiebreak", F.xxhash64("topic", "partition", F.lit(round_no)))
             .withColumn("n", F.row_number().over(per_link))
-            .filter(F.col("n") <= lookup(quota, link(F.col("successor"))))
+            .filter(F.col("n") <= link(F.col("successor")))
             .select("topic", "partition", "leader", "successor"))
 
 

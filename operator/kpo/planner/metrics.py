@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from kpo.domain.plan_contract import Balance, BrokerLoad
 from kpo.planner.balance import BrokerTotals, lower_bound, max_over_mean
 from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import int_array, int_map, lookup
+from kpo.planner.exprs import int_array, table
 from kpo.planner.rounds import BrokerStats
 
 
@@ -53,7 +53,8 @@ def _crowded(column: str, cluster: Cluster) -> Column:
     racks_alive = len({cluster.racks[b] for b in cluster.alive if cluster.racks.get(b) is not None})
     if racks_alive < 2:
         return F.lit(False)
-    racks = F.transform(column, lambda b: lookup(int_map(index, "int"), b))
+    rack_of = table(index, "int")
+    racks = F.transform(column, lambda b: rack_of[b])
     known = F.forall(racks, lambda r: r.isNotNull())
     return known & (F.size(F.array_distinct(racks)) < F.least(F.size(column), F.lit(racks_alive)))
 

@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import array_map, int_array, int_map, lookup, uniform
+from kpo.planner.exprs import int_array, members, table, uniform
 from kpo.planner.rounds import STAT_FIELDS, BrokerStats, RoundPlan
 from kpo.planner.schemas import REPLICA_COLUMNS, STATE_COLUMNS
 
@@ -54,25 +54,24 @@ def replica_view(state: DataFrame, cluster: Cluster, senders: Mapping[int, float
 
     With ``senders``, only partitions that can yield a mover are exploded: those with a replica on a sender or one
     that is forced (cheap array tests on the partition row, before the explode)."""
-    domain = int_map(cluster.domain_of, "int")
+    domain = table(cluster.domain_of, "int")
+    removed = members(cluster.removed)
     if senders is not None:
-        removed = int_array(sorted(cluster.removed))
-        sending = int_array(sorted(senders))
-        interesting = F.exists("replicas", lambda b: b.isNull() | F.array_contains(sending, b)
-                               | F.array_contains(removed, b))
+        sending = members(senders)
+        interesting = F.exists("replicas", lambda b: b.isNull() | sending.has(b) | removed.has(b))
         if cluster.rack_mode:
-            domains = F.transform("replicas", lambda b: lookup(domain, b))
+            domains = F.transform("replicas", lambda b: domain[b])
             interesting = interesting | (F.size(F.array_distinct(domains)) < F.size("replicas"))
         state = state.filter(F.col("selected") & interesting)
     reps = state.select("topic", "partition", "size", "selected", "original", "replicas",
                         F.posexplode("replicas").alias("slot", "broker"))
     same_rack_before = F.size(F.filter(F.slice("replicas", 1, F.col("slot")),
-                                       lambda x: lookup(domain, x) == lookup(domain, F.col("broker"))))
+                                       lambda x: domain[x] == domain[F.col("broker")]))
     duplicate = (same_rack_before >= _per_domain(cluster)) if cluster.rack_mode else F.lit(False)
     forced = F.col("selected") & (
-        F.col("broker").isNull() | F.array_contains(int_array(sorted(cluster.removed)), F.col("broker")) | duplicate)
+        F.col("broker").isNull() | removed.has(F.col("broker")) | duplicate)
     unmoved = F.try_element_at("original", F.col("slot") + 1) == F.col("broker")
-    movable = (F.col("selected") & ~forced & F.array_contains(int_array(sorted(cluster.eligible)), F.col("broker"))
+    movable = (F.col("selected") & ~forced & members(cluster.eligible).has(F.col("broker"))
                & F.coalesce(unmoved, F.lit(False)))
     return reps.select(*[c for c in REPLICA_COLUMNS if c not in ("forced", "movable")],
                        forced.alias("forced"), movable.alias("movable"))
@@ -97,9 +96,9 @@ def _occupied(cluster: Cluster) -> Column:
     """Domains the row's partition holds apart from the row itself (in broker mode, including its own broker)."""
     if not cluster.rack_mode:
         return F.filter("replicas", lambda x: x.isNotNull())
-    domain = int_map(cluster.domain_of, "int")
+    domain = table(cluster.domain_of, "int")
     others = F.transform("replicas", lambda x, j: F.when((j == F.col("slot")) | x.isNull(), F.lit(None))
-                         .otherwise(lookup(domain, x)))
+                         .otherwise(domain[x]))
     return F.filter(others, lambda d: d.isNotNull())
 
 
@@ -128,20 +127,20 @@ def pick_movers(reps: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: in
     receiving = int_array(d for d, c in caps.items() if c > 0)
     occupied = _occupied(cluster)
     can_go = F.exists(receiving, _room(cluster, occupied))
-    out = int_map(plan.out)
+    out = table(plan.out, "double")
     weight = _weight(plan)
     tiebreak = F.xxhash64("topic", "partition", "slot", F.lit(round_no))
     if plan.unit == "bytes":
-        wanted = lookup(int_map(plan.mover_size), F.col("broker"))
+        wanted = table(plan.mover_size, "double")[F.col("broker")]
         rank = F.abs(F.log1p(F.col("size").cast("double")) - F.log1p(wanted))
     else:
         rank = F.col("size").cast("double")  # a count round moves the smallest replicas: fewest bytes
     by_sender = Window.partitionBy("broker").orderBy("rank", "tiebreak", "topic", "partition", "slot").rowsBetween(
         *_ROWS)
-    optional = (reps.filter(F.col("movable") & lookup(out, F.col("broker")).isNotNull() & can_go)
+    optional = (reps.filter(F.col("movable") & out[F.col("broker")].isNotNull() & can_go)
                 .withColumn("weight", weight).withColumn("rank", rank).withColumn("tiebreak", tiebreak)
                 .withColumn("filled", F.sum("weight").over(by_sender))
-                .filter(F.col("filled") - F.col("weight") / 2 < lookup(out, F.col("broker"))))
+                .filter(F.col("filled") - F.col("weight") / 2 < out[F.col("broker")]))
     columns = ["topic", "partition", "slot", "broker", "size", "replicas", "forced", "weight"]
     chosen = optional.select(*columns)
     if plan.unit == "bytes":
@@ -164,18 +163,18 @@ def _capacities(cluster: Cluster, into: Mapping[int, float]) -> tuple[dict[int, 
 def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: int) -> DataFrame:
     """Destinations for the movers: one row per partition that changes, its kept ``moves``."""
     bounds, caps = _capacities(cluster, plan.into)
-    members = {d: [float(b) for b in bs] for d, bs in cluster.domains.items()}
+    brokers_of = {d: list(bs) for d, bs in cluster.domains.items()}
     units = {d: [float(i + 1) for i in range(len(bs))] for d, bs in cluster.domains.items()}
     receiving = [d for d, c in caps.items() if c > 0]
     floor = max(1e-9, 1e-6 * sum(caps.values()))  # lets a forced mover reach a domain with no quota left
-    chance = int_map({d: c + floor for d, c in caps.items()})
-    cap = lookup(int_map(caps), F.col("dest"))
+    chance = table({d: c + floor for d, c in caps.items()}, "double")
+    cap = table(caps, "double")[F.col("dest")]
     occupied = _occupied(cluster)
     candidates = F.when(F.col("forced"), int_array(cluster.domains)).otherwise(int_array(receiving))
     allowed = F.filter(candidates, _room(cluster, occupied))
     draw = F.transform(allowed, lambda d: F.struct(
         (-F.log(uniform(F.col("topic"), F.col("partition"), F.col("slot"), F.lit(round_no), d))
-         / lookup(chance, d)).alias("key"), d.alias("domain")))
+         / chance[d]).alias("key"), d.alias("domain")))
     tiebreak = F.xxhash64("topic", "partition", "slot", F.lit(round_no + 7919))
     in_domain = Window.partitionBy("dest").orderBy(F.desc("forced"), "tiebreak", "topic", "partition", "slot")
     # Where the mover starts in the domain's queue: it fits if it starts inside the receivers' quota, so a receiver
@@ -186,12 +185,12 @@ def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no:
     position = (F.when(cap <= 0, F.col("filled") * F.size(F.col("edges")) / F.col("forced_here"))
                 .when(F.col("forced") & (F.col("forced_here") > cap), F.col("filled") * cap / F.col("forced_here"))
                 .otherwise(F.col("filled")))
-    edges = F.when(cap <= 0, lookup(array_map(units, "double"), F.col("dest"))).otherwise(
-        lookup(array_map(bounds, "double"), F.col("dest")))
+    edges = F.when(cap <= 0, table(units, "array<double>")[F.col("dest")]).otherwise(
+        table(bounds, "array<double>")[F.col("dest")])
     index = F.size(F.filter("edges", lambda e: e <= F.col("position")))
     n = F.size("edges")
     slot_index = F.when(F.col("forced"), F.least(index, n - 1)).when(index < n, index)
-    brokers = lookup(array_map(members, "int"), F.col("dest"))
+    brokers = table(brokers_of, "array<int>")[F.col("dest")]
     # Start at the chosen receiver; step past a broker that already holds the partition (only possible when a
     # partition has more replicas than there are racks).
     rotated = F.concat(F.slice(brokers, F.col("at") + 1, n), F.slice(brokers, F.lit(1), F.col("at")))
@@ -246,7 +245,7 @@ def move_deltas(placed: DataFrame) -> dict[int | None, BrokerStats]:
 def apply_moves(state: DataFrame, moves: DataFrame) -> DataFrame:
     """Rewrite the moved slots; ``moves`` is small next to the state, so it is broadcast instead of shuffled."""
     targets = F.map_from_arrays(F.transform("moves", lambda m: m["slot"]), F.transform("moves", lambda m: m["target"]))
-    rewritten = F.transform("replicas", lambda x, i: F.coalesce(lookup(targets, i), x))
+    rewritten = F.transform("replicas", lambda x, i: F.coalesce(F.try_element_at(targets, i), x))
     return (state.join(F.broadcast(moves), ["topic", "partition"], "left")
             .withColumn("replicas", F.when(F.col("moves").isNull(), F.col("replicas")).otherwise(rewritten))
             .select(*STATE_COLUMNS))

@@ -186,6 +186,8 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     request = snapshot.request
     partitions = checkpoint(snapshot.partitions)
     cluster = Cluster.of(request, snapshot.brokers, referenced_brokers(partitions))
+    log.info("snapshot read: %d brokers take part, racks %s (%.1fs)", len(cluster.eligible),
+             "in force" if cluster.rack_mode else "not in force", clock() - started)
     share = _load_share(partitions) if request.goal is Goal.REPLICATION_FACTOR else None
     state = checkpoint(to_state(partitions, request, cluster, share))
     shape = state.agg(F.min(F.when(F.col("selected"), F.size("replicas"))).alias("min_rf"),
@@ -198,6 +200,7 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     closed = cluster.rack_mode and (shape["min_rf"] or 0) >= cluster.rack_count
     run = _Rounds(state, cluster, request, closed)
     lb_bytes, lb_replicas = metrics.lower_bounds(run.stats, cluster, request.tolerance)
+    log.info("state built, lower bound %d bytes / %d replicas (%.1fs)", lb_bytes, lb_replicas, clock() - started)
     run.bytes(MAX_BYTE_ROUNDS)
     run.recount()
     if any(s.forced_replicas for s in run.stats.values()):
@@ -206,6 +209,7 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
         run.recount()
     run.leaders(MAX_LEADER_ROUNDS)
+    log.info("rounds done (%.1fs)", clock() - started)
     result = measure(run.state, cluster, request, lower_bound_bytes=lb_bytes, lower_bound_replicas=lb_replicas,
                      rounds=run.count, planning_seconds=clock() - started)
     return PlanResult(state=run.state, cluster=cluster, metrics=result)

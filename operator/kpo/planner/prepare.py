@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import int_array, int_map, lookup
+from kpo.planner.exprs import members, table
 from kpo.planner.schemas import STATE_COLUMNS
 
 
@@ -35,18 +35,18 @@ def selection(request: PlanRequest) -> Column:
 
 
 def _resized(replicas: Column, factor: int, cluster: Cluster, load_share: Mapping[int, float]) -> Column:
-    eligible = int_array(sorted(cluster.eligible))
-    domain = int_map(cluster.domain_of, "int")
-    share = int_map(load_share)
+    eligible = members(cluster.eligible)
+    domain = table(cluster.domain_of, "int")
+    share = table(load_share, "double")
 
     def score(b: Column, i: Column) -> Column:
-        outside = ~F.array_contains(eligible, b)
-        repeated_rack = F.exists(F.slice(replicas, 1, i), lambda x: lookup(domain, x) == lookup(domain, b))
+        outside = ~eligible.has(b)
+        repeated_rack = F.exists(F.slice(replicas, 1, i), lambda x: domain[x] == domain[b])
         return (F.when((i == 0) & ~outside, 0.0).otherwise(8.0)
                 + F.when(outside, 4.0).otherwise(0.0)
                 + F.when(~F.array_contains(F.coalesce(F.col("isr"), F.array()), b), 2.0).otherwise(0.0)
                 + F.when(repeated_rack, 1.0).otherwise(0.0)
-                + F.coalesce(lookup(share, b), F.lit(0.0)) * 0.5)
+                + F.coalesce(share[b], F.lit(0.0)) * 0.5)
 
     ranked = F.array_sort(F.transform(replicas, lambda b, i: F.struct(score(b, i).alias("score"), i.alias("i"),
                                                                       b.alias("b"))))
