@@ -10,7 +10,7 @@ from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
 from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, water_fill
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.flow import handovers
-from kpo.planner.rounds import BrokerStats, decide_leaders, with_deltas
+from kpo.planner.rounds import BrokerStats, decide_bytes, decide_leaders, with_deltas
 
 
 def test_a_count_band_holds_only_whole_numbers_within_the_tolerance() -> None:
@@ -116,3 +116,37 @@ def test_racks_apply_only_when_every_broker_taking_part_has_one() -> None:
 def test_a_request_the_brokers_cannot_satisfy_says_why(request_: PlanRequest, says: str) -> None:
     with pytest.raises(PlanError, match=says):
         Cluster.of(request_, _brokers({1: "a", 2: "b"}, dead=(2,)), [1, 2])
+
+
+def _stats(loads: dict[int, int], per_replica: int = 10) -> dict[int | None, BrokerStats]:
+    return {b: BrokerStats(broker=b, bytes=x, replicas=x // per_replica, movable_bytes=x,
+                           movable_replicas=x // per_replica) for b, x in loads.items()}
+
+
+def test_a_byte_round_sheds_from_the_top_and_fills_the_bottom() -> None:
+    cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in (1, 2, 3, 4)], [])
+    plan = decide_bytes(_stats({1: 1600, 2: 1000, 3: 1000, 4: 400}), cluster, 0.05, closed=False)
+    # Mean 1000, band [950, 1050], aimed at half an average replica (5) inside it.
+    assert plan.out == {1: pytest.approx(555.0)}
+    assert plan.into == {4: pytest.approx(555.0)}
+    assert plan.mover_size[1] == pytest.approx(10.0)  # its own average replica: bytes and counts move together
+
+
+def test_when_no_replica_can_change_rack_each_rack_balances_on_its_own() -> None:
+    brokers = [BrokerInfo(id=b, rack=r) for b, r in {1: "a", 2: "a", 3: "b", 4: "b"}.items()]
+    cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), brokers, [])
+    plan = decide_bytes(_stats({1: 1400, 2: 600, 3: 1000, 4: 1000}), cluster, 0.05, closed=True,
+                        forced_by_domain={})
+    assert set(plan.out) == {1}
+    assert set(plan.into) == {2}
+    assert plan.out[1] == pytest.approx(plan.into[2])
+
+
+def test_a_sender_whose_count_is_high_moves_more_smaller_replicas() -> None:
+    cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in (1, 2, 3)], [])
+    stats = {1: BrokerStats(broker=1, bytes=1300, replicas=200, movable_bytes=1300, movable_replicas=200),
+             2: BrokerStats(broker=2, bytes=850, replicas=50, movable_bytes=850, movable_replicas=50),
+             3: BrokerStats(broker=3, bytes=850, replicas=50, movable_bytes=850, movable_replicas=50)}
+    plan = decide_bytes(stats, cluster, 0.1, closed=False)
+    # Broker 1 holds 200 of 300 replicas (band 90..110): it must give away 90 of them, whatever their bytes.
+    assert plan.out[1] / plan.mover_size[1] >= 90

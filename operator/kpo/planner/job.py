@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, help="directory (or URI) for plan.json and metrics.json")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    # The failure message must be the job's last words: supervisors surface the tail of its output.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     started = time.monotonic()
     spark: SparkSession | None = None
     try:

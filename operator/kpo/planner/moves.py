@@ -20,7 +20,7 @@ here, as DataFrame in, DataFrame out, with window functions and cumulative sums 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -43,10 +43,12 @@ def _per_domain(cluster: Cluster) -> Column:
     return F.ceil(F.size("replicas") / F.lit(cluster.rack_count))
 
 
-def _room(cluster: Cluster, occupied: Column) -> Callable[[Column], Column]:
-    """Whether domain ``d`` can take one more replica of the row's partition, given the domains it occupies."""
+def _open(cluster: Cluster, candidates: Column, occupied: Column) -> Column:
+    """The ``candidates`` domains that can take one more replica of the row's partition, given the domains it
+    occupies. With one replica per domain that is a set difference (generated code); with more, a count."""
     cap = _per_domain(cluster)
-    return lambda d: F.size(F.filter(occupied, lambda o: o == d)) < cap
+    counted = F.filter(candidates, lambda d: F.size(F.filter(occupied, lambda o: o == d)) < cap)
+    return F.when(cap == 1, F.array_except(candidates, occupied)).otherwise(counted)
 
 
 def replica_view(state: DataFrame, cluster: Cluster, senders: Mapping[int, float] | None = None) -> DataFrame:
@@ -108,7 +110,7 @@ def forced_by_domain(state: DataFrame, cluster: Cluster) -> dict[int, float]:
     all_domains = int_array(cluster.domains)
     reps = replica_view(state, cluster).filter("forced")
     occupied = _occupied(cluster)
-    allowed = F.filter(all_domains, _room(cluster, occupied))
+    allowed = _open(cluster, all_domains, occupied)
     rows = (reps.select("size", allowed.alias("allowed"))
             .select((F.col("size") / F.greatest(F.size("allowed"), F.lit(1))).alias("share"),
                     F.explode("allowed").alias("domain"))
@@ -126,7 +128,7 @@ def pick_movers(reps: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: in
     _, caps = _capacities(cluster, plan.into)
     receiving = int_array(d for d, c in caps.items() if c > 0)
     occupied = _occupied(cluster)
-    can_go = F.exists(receiving, _room(cluster, occupied))
+    can_go = F.size(_open(cluster, receiving, occupied)) > 0
     out = table(plan.out, "double")
     weight = _weight(plan)
     tiebreak = F.xxhash64("topic", "partition", "slot", F.lit(round_no))
@@ -171,7 +173,7 @@ def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no:
     cap = table(caps, "double")[F.col("dest")]
     occupied = _occupied(cluster)
     candidates = F.when(F.col("forced"), int_array(cluster.domains)).otherwise(int_array(receiving))
-    allowed = F.filter(candidates, _room(cluster, occupied))
+    allowed = _open(cluster, candidates, occupied)
     draw = F.transform(allowed, lambda d: F.struct(
         (-F.log(uniform(F.col("topic"), F.col("partition"), F.col("slot"), F.lit(round_no), d))
          / chance[d]).alias("key"), d.alias("domain")))

@@ -25,9 +25,6 @@ STATE_COLUMNS = ("topic", "partition", "size", "selected", "isr", "original", "r
 # One row per replica of a selected partition, as a round sees it.
 REPLICA_COLUMNS = ("topic", "partition", "size", "slot", "broker", "replicas", "forced", "movable")
 
-# A replica chosen to move in a round, once placed: where it goes.
-MOVE_COLUMNS = ("topic", "partition", "slot", "target")
-
 # A bench or operator supplied target assignment (evaluate mode): topic, partition, replicas.
 ASSIGNMENT = StructType([
     StructField("topic", StringType(), nullable=False),
