@@ -130,7 +130,8 @@ def test_remove_brokers_plan_is_proposed_approved_and_carried_out(kafka_admin: A
     assert stored is not None
     plan, figures = json.loads(stored["plan.json"]), json.loads(stored["metrics.json"])
     assert all(3 not in entry["replicas"] for entry in plan["partitions"])
-    assert figures["replicasLeftOnRemovedBrokers"] == 0
+    # Every partition of the topic that had a replica on broker 3 is in the plan (the others need not move).
+    assert {e["partition"] for e in plan["partitions"]} >= {p for p, r in before.items() if 3 in r}
     assert status["summary"]["bytesToMove"] == figures["bytesToMove"] > 0
     # The shared test bed holds other tests' topics, unevenly: the band the lower bound assumes may be out of reach
     # for one small topic, so only its presence is checked here (bench/ measures plans against it).
