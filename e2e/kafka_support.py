@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from confluent_kafka import KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 T = TypeVar("T")
 
@@ -68,4 +81,27 @@ def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int |
     # librdkafka sends BROKER resources to that broker, so it takes one per call.
     for resource in resources:
         for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+
+
+@contextlib.contextmanager
+def describe_only(admin: AdminClient, principal: str, topic: str) -> Iterator[None]:
+    """ACLs that let ``principal`` describe the cluster and ``topic`` (and its configs) but alter nothing: kpo's
+    validation passes, its AlterPartitionReassignments is refused. Removed on exit."""
+    grants = [
+        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW),
+    ]
+    for future in admin.create_acls(grants).values():
+        future.result(timeout=30)
+    try:
+        yield
+    finally:
+        filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
+                                    g.permission_type) for g in grants]
+        for future in admin.delete_acls(filters).values():
             future.result(timeout=30)

@@ -20,13 +20,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
     AdminClient,
-    ResourcePatternType,
-    ResourceType,
 )
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -42,7 +36,7 @@ from e2e.helm_support import (
     private_control_plane,
     service_account_kubeconfig,
 )
-from e2e.kafka_support import create_topic, replicas_of
+from e2e.kafka_support import create_topic, describe_only, replicas_of
 from e2e.kube_support import GROUP, VERSION, Resources, wait_until
 from e2e.reassignment_support import spec_partitions
 from kpo_testbed import Testbed
@@ -156,18 +150,7 @@ def test_operator_as_the_chart_service_account(testbed: Testbed, plane: ControlP
 def _refused_over_sasl(kafka_admin: AdminClient, topic_name: str, resources: Resources) -> None:
     """The "limited" cluster's password comes from the named Secret: reaching Kafka's authorizer proves the
     ServiceAccount read it (a 403 on the Secret would leave the resource without any phase)."""
-    principal = f"User:{LIMITED_USER}"
-    grants = [
-        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, principal, "*",
-                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
-        AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, principal, "*",
-                   AclOperation.DESCRIBE, AclPermissionType.ALLOW),
-        AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, principal, "*",
-                   AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW),
-    ]
-    for future in kafka_admin.create_acls(grants).values():
-        future.result(timeout=30)
-    try:
+    with describe_only(kafka_admin, f"User:{LIMITED_USER}", topic_name):
         resources.create(KPR, "over-sasl", {"clusterRef": "limited",
                                             "partitions": spec_partitions(topic_name, {0: [1, 2]})})
         status = resources.wait_phase(KPR, "over-sasl", {"Failed", "Invalid", "Succeeded"}, timeout=60)
@@ -175,8 +158,3 @@ def _refused_over_sasl(kafka_admin: AdminClient, topic_name: str, resources: Res
         assert status["failures"][0]["reason"] == "CLUSTER_AUTHORIZATION_FAILED"
         resources.delete(KPR, "over-sasl")
         wait_until(lambda: not resources.exists(KPR, "over-sasl"), 60, "over-sasl to be deleted")
-    finally:
-        filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
-                                    g.permission_type) for g in grants]
-        for future in kafka_admin.delete_acls(filters).values():
-            future.result(timeout=30)
