@@ -312,7 +312,7 @@ def test_log_dirs_are_honoured(testbed: Testbed, kafka_admin: AdminClient, boots
     create_topic(kafka_admin, topic_name, 2, assignment=[[1], [1]])
     fill(bootstrap_servers, topic_name, [0, 1], messages=20)
     adapter = kafka(bootstrap_servers)
-    current, _ = adapter.replica_log_dirs([topic_name])
+    current = adapter.log_dirs([topic_name]).replica_dirs
     dirs1 = [str(d) for d in testbed.state.kafka.log_dirs(1)]
     dirs2 = [str(d) for d in testbed.state.kafka.log_dirs(2)]
     tp0, tp1 = TopicPartitionKey(topic_name, 0), TopicPartitionKey(topic_name, 1)
@@ -323,7 +323,8 @@ def test_log_dirs_are_honoured(testbed: Testbed, kafka_admin: AdminClient, boots
         {"topic": topic_name, "partition": 1, "replicas": [2], "logDirs": [dirs2[1]]},
     ]})
     resources.wait_phase(KPR, "dirs", "Succeeded", timeout=120)
-    current, future = adapter.replica_log_dirs([topic_name])
+    report = adapter.log_dirs([topic_name])
+    current, future = report.replica_dirs, report.future_dirs
     assert current[(tp0, 1)] == other_dir
     assert current[(tp1, 2)] == dirs2[1]
     assert future == {}

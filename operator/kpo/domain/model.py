@@ -60,6 +60,19 @@ class OngoingReassignment:
         return tuple(r for r in self.replicas if r not in self.adding)
 
 
+ReplicaKey = tuple[TopicPartition, int]  # (partition, broker)
+
+
+@dataclass(frozen=True)
+class LogDirReport:
+    """One DescribeLogDirs answer: replica sizes, each broker's dirs, where each replica is and where it is moving."""
+
+    sizes: dict[ReplicaKey, int] = field(default_factory=dict)
+    broker_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    replica_dirs: dict[ReplicaKey, str] = field(default_factory=dict)
+    future_dirs: dict[ReplicaKey, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class KafkaRefusal:
     """An error Kafka returned for a request or for one partition of it."""

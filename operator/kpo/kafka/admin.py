@@ -12,6 +12,7 @@ from typing import Protocol
 from kpo.domain.model import (
     Broker,
     KafkaRefusal,
+    LogDirReport,
     OngoingReassignment,
     PartitionState,
     Replicas,
@@ -51,14 +52,8 @@ class KafkaAdmin(Protocol):
         """Submit (replicas) or cancel (None) reassignments; returns Kafka's answer per partition."""
         ...
 
-    def replica_sizes(self, topics: Collection[str]
-                      ) -> tuple[dict[tuple[TopicPartition, int], int], dict[int, frozenset[str]]]:
-        """DescribeLogDirs: bytes per (partition, broker), and each broker's log dirs."""
-        ...
-
-    def replica_log_dirs(self, topics: Collection[str]
-                         ) -> tuple[dict[tuple[TopicPartition, int], str], dict[tuple[TopicPartition, int], str]]:
-        """DescribeLogDirs: the dir of each replica, and the dir of each replica being moved between dirs."""
+    def log_dirs(self, topics: Collection[str]) -> LogDirReport:
+        """DescribeLogDirs for ``topics``: sizes, each broker's dirs, each replica's dir and dir moves in progress."""
         ...
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]

@@ -40,6 +40,7 @@ from kafka.structs import TopicPartitionReplica
 from kpo.domain.model import (
     Broker,
     KafkaRefusal,
+    LogDirReport,
     OngoingReassignment,
     PartitionState,
     Replicas,
@@ -296,42 +297,27 @@ class KafkaAdminAdapter:
                 answers[tp] = None if error is None else _kp_refusal(error)
         return answers
 
-    def replica_sizes(self, topics: Collection[str]
-                      ) -> tuple[dict[tuple[TopicPartition, int], int], dict[int, frozenset[str]]]:
-        sizes: dict[tuple[TopicPartition, int], int] = {}
-        dirs: dict[int, frozenset[str]] = {}
+    def log_dirs(self, topics: Collection[str]) -> LogDirReport:
+        report = LogDirReport()
         if not topics:
-            return sizes, dirs
+            return report
         with self._kafka_python() as kp:
             per_broker = kp.describe_log_dirs(sorted(set(topics)))
         for answer in per_broker:
             broker = int(answer["broker"])
-            dirs[broker] = frozenset(d["log_dir"] for d in answer["log_dirs"] if d.get("error_code", 0) == 0)
+            report.broker_dirs[broker] = frozenset(d["log_dir"] for d in answer["log_dirs"]
+                                                   if d.get("error_code", 0) == 0)
             for log_dir in answer["log_dirs"]:
                 for topic in log_dir.get("topics", []):
                     for p in topic["partitions"]:
+                        key = (TopicPartition(topic["name"], int(p["partition_index"])), broker)
                         if p.get("is_future_key"):
-                            continue  # a log-dir move in progress: the current replica is counted in its own dir
-                        key = (TopicPartition(topic["name"], int(p["partition_index"])), broker)
-                        sizes[key] = max(sizes.get(key, 0), int(p["partition_size"]))
-        return sizes, dirs
-
-    def replica_log_dirs(self, topics: Collection[str]
-                         ) -> tuple[dict[tuple[TopicPartition, int], str], dict[tuple[TopicPartition, int], str]]:
-        current: dict[tuple[TopicPartition, int], str] = {}
-        future: dict[tuple[TopicPartition, int], str] = {}
-        if not topics:
-            return current, future
-        with self._kafka_python() as kp:
-            per_broker = kp.describe_log_dirs(sorted(set(topics)))
-        for answer in per_broker:
-            broker = int(answer["broker"])
-            for log_dir in answer["log_dirs"]:
-                for topic in log_dir.get("topics", []):
-                    for p in topic["partitions"]:
-                        key = (TopicPartition(topic["name"], int(p["partition_index"])), broker)
-                        (future if p.get("is_future_key") else current)[key] = log_dir["log_dir"]
-        return current, future
+                            # A log-dir move in progress: the current replica is counted in its own dir.
+                            report.future_dirs[key] = log_dir["log_dir"]
+                            continue
+                        report.replica_dirs[key] = log_dir["log_dir"]
+                        report.sizes[key] = max(report.sizes.get(key, 0), int(p["partition_size"]))
+        return report
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                                ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:

@@ -59,10 +59,10 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest) -> Snapshot:
     # Every topic's load counts for the brokers' balance; internal topics only when the request names them.
     topics = {t for t in names if not t.startswith("__")} | chosen
     states = kafka.describe_topics(topics)
-    sizes, log_dirs = kafka.replica_sizes(topics)
+    dirs = kafka.log_dirs(topics)
     ongoing = kafka.list_reassignments()
-    view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=sizes, log_dirs=log_dirs,
-                       topics=frozenset(names))
+    view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
+                       log_dirs=dirs.broker_dirs, topics=frozenset(names))
     known = set(live) | {b for s in states.values() for b in s.replicas}
     brokers = [BrokerInfo(id=b, rack=live[b].rack if b in live else None, alive=b in live) for b in sorted(known)]
     partitions = [PartitionRecord(topic=tp.topic, partition=tp.partition, replicas=s.replicas,

@@ -49,8 +49,7 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool, with_dirs: bool = False
-            ) -> ClusterView:
+def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool) -> ClusterView:
     """The slice of the cluster one tick needs, read fresh from Kafka."""
     topics = {tp.topic for tp in partitions}
     brokers = kafka.brokers()
@@ -58,15 +57,14 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
     present = topics & names
     states = kafka.describe_topics(present)
     ongoing = kafka.list_reassignments([tp for tp in partitions if tp in states])
-    sizes, log_dirs = kafka.replica_sizes(present)
+    dirs = kafka.log_dirs(present)
     min_insync: dict[str, int] = {}
     if with_configs and present:
         configs = kafka.topic_configs(present, ["min.insync.replicas"])
         min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
-    replica_dirs, future_dirs = kafka.replica_log_dirs(present) if with_dirs else ({}, {})
-    return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=sizes,
-                       min_insync=min_insync, log_dirs=log_dirs, topics=frozenset(names),
-                       replica_dirs=replica_dirs, future_dirs=future_dirs)
+    return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
+                       min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=frozenset(names),
+                       replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs)
 
 
 def rollback_config_map_name(body: Mapping[str, Any]) -> str:
@@ -116,8 +114,7 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     validating = memory.phase in TERMINAL or memory.phase is Phase.PENDING or \
         intent.generation != memory.observed_generation
     try:
-        with_dirs = any(t.log_dirs for t in intent.targets.values())
-        view = observe(kafka, partitions, with_configs=validating, with_dirs=with_dirs)
+        view = observe(kafka, partitions, with_configs=validating)
         sizes = {tp: view.partition_size(tp) for tp in view.partitions}
         view = replace(view, write_rates=ports.write_rates(sizes))
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
