@@ -26,7 +26,7 @@ from kpo.domain.reassignment import Problem, Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
 from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources import spec_problems
+from kpo.resources import post_outcome, spec_problems
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler, throttling
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, TERMINAL, Phase
 from kpo.resources.partition_reassignment.planning import PlanIntent
@@ -246,9 +246,7 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
 
 
 def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome) -> None:
-    patch.status.update(outcome.status)
-    for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+    post_outcome(body, patch, outcome.status, outcome.events)
 
 
 def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
+from kpo.api import ReassignmentPhase
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.incremental import kip455_submissions
@@ -66,20 +66,8 @@ from kpo.domain.reassignment import (
     validate,
 )
 
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    PLANNING = "Planning"
-    PROPOSED = "Proposed"
-    EXECUTING = "Executing"
-    STOPPING = "Stopping"
-    STOPPED = "Stopped"
-    REVERTING = "Reverting"
-    REVERTED = "Reverted"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    INVALID = "Invalid"
-
+# The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
+Phase = ReassignmentPhase
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID, Phase.STOPPED, Phase.REVERTED})
 # Phases in which a CR claims its partitions: another CR wanting one of them must wait.

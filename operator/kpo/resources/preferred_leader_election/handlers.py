@@ -21,7 +21,7 @@ from kpo import metrics
 from kpo.api import GROUP, VERSION
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources import spec_problems
+from kpo.resources import post_outcome, spec_problems
 from kpo.resources.preferred_leader_election import reconciler
 from kpo.resources.preferred_leader_election.lifecycle import KAFKA_UNAVAILABLE, Reassignment
 from kpo.resources.preferred_leader_election.spec import intent_of, memory_of, parse_spec
@@ -94,11 +94,8 @@ def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
 
 
 def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome | None) -> None:
-    if outcome is None:
-        return
-    patch.status.update(outcome.status)
-    for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+    if outcome is not None:
+        post_outcome(body, patch, outcome.status, outcome.events)
 
 
 def preferredleaderelection_delete(*, uid: str, **_: Any) -> None:

@@ -18,7 +18,7 @@ from kpo import metrics
 from kpo.api import GROUP, VERSION
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources import spec_problems
+from kpo.resources import post_outcome, spec_problems
 from kpo.resources.topic_partition_count import reconciler
 from kpo.resources.topic_partition_count.spec import intent_of, memory_of, parse_spec
 from kpo.runtime import OperatorContext
@@ -68,11 +68,8 @@ def topicpartitioncount_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spe
 
 
 def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome | None) -> None:
-    if outcome is None:
-        return
-    patch.status.update(outcome.status)
-    for event in outcome.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+    if outcome is not None:
+        post_outcome(body, patch, outcome.status, outcome.events)
 
 
 def topicpartitioncount_delete(*, uid: str, **_: Any) -> None:
