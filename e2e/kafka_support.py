@@ -31,7 +31,7 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
     while time.monotonic() < deadline:
         try:
             value = check()
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:  # a broker just stopped: the request did not get an answer yet
             last = exc
         else:
             if value:
