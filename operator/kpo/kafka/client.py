@@ -154,8 +154,10 @@ class KafkaAdminAdapter:
                 yield self._kp
             except kafka_errors.KafkaError as exc:
                 found = _kp_refusal(exc)
+                # UnknownBrokerIdError is kafka-python's own: its metadata lost a broker that restarted. A new client
+                # reads fresh metadata, so it is a reason to reconnect, never a refusal to report.
                 unreachable = (kafka_errors.KafkaConnectionError, kafka_errors.MetadataEmptyBrokerList,
-                               kafka_errors.KafkaTimeoutError)
+                               kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError)
                 if found.retriable or isinstance(exc, unreachable):
                     self._reset_kafka_python()
                     raise KafkaUnavailable(str(found)) from exc
