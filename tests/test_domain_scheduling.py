@@ -142,6 +142,38 @@ def test_the_cluster_per_broker_cap_wins_over_a_crs_larger_limit() -> None:
     assert len(moves_to_start(pending, [], executions, SchedulerConfig())) == 3
 
 
+def test_per_direction_limit_counts_moves_into_a_broker_and_out_of_it_apart() -> None:
+    # Broker 1 sends one move and receives another: one move per direction.
+    in_flight = [move(NEWER, 10, (1,), (2,), topic="b"), move(NEWER, 11, (3,), (1,), topic="b")]
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker_direction=1))
+    into_1 = move(OLDER, 0, (4,), (1,))
+    out_of_1 = move(OLDER, 1, (1,), (5,))
+    elsewhere = move(OLDER, 2, (4,), (5,))
+    assert moves_to_start([into_1, out_of_1, elsewhere], in_flight, {}, config) == [elsewhere]
+    # The same two moves in flight, but a limit of two: one more each way.
+    two = SchedulerConfig(defaults=Limits(max_moves_per_broker_direction=2))
+    assert moves_to_start([into_1, out_of_1], in_flight, {}, two) == [into_1, out_of_1]
+
+
+def test_a_broker_that_only_sends_keeps_its_receiving_slots_for_moves_into_it() -> None:
+    # With two slots per broker in all, two moves out of broker 1 fill it; with two per direction they do not.
+    sending = [move(NEWER, 10 + p, (1,), (p + 2,), topic="b") for p in range(2)]
+    into_1 = move(OLDER, 0, (5,), (1,))
+    per_broker = SchedulerConfig(defaults=Limits(max_moves_per_broker=2))
+    per_direction = SchedulerConfig(defaults=Limits(max_moves_per_broker_direction=2))
+    assert moves_to_start([into_1], sending, {}, per_broker) == []
+    assert moves_to_start([into_1], sending, {}, per_direction) == [into_1]
+
+
+def test_a_crs_own_direction_limit_wins_over_the_default() -> None:
+    in_flight = [move(NEWER, 10, (1,), (2,), topic="b")]
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker_direction=1))
+    executions = {OLDER: Execution(limits=Limits(max_moves_per_broker_direction=3))}
+    pending = [move(OLDER, p, (1,), (p + 3,)) for p in range(3)]
+    assert started_partitions(moves_to_start(pending, in_flight, executions, config)) == [0, 1]
+    assert moves_to_start(pending, in_flight, {}, config) == []
+
+
 def test_limits_below_one_are_refused() -> None:
     with pytest.raises(ValueError):
         Limits(max_moves=0)
@@ -242,14 +274,13 @@ def test_cold_moves_share_brokers_freely() -> None:
     assert len(moves_to_start(pending, [], THROTTLED, UNLIMITED)) == 10
 
 
-def test_a_move_held_back_by_the_guard_reserves_the_broker_so_it_drains() -> None:
+def test_a_move_held_back_by_the_guard_reserves_nothing_and_starts_once_its_brokers_are_free() -> None:
     cold_in_flight = move(NEWER, 10, (1, 2), (1, 3), write_rate=1.0)
     hot = move(OLDER, 0, (4, 5), (4, 3), size=50, write_rate=45.0)
     cold_next = move(OLDER, 1, (6, 5), (6, 3), size=10, write_rate=1.0)
     executions = {OLDER: Execution(order=Order.LARGEST_FIRST, throttle=THROTTLE), NEWER: Execution(throttle=THROTTLE)}
-    # Without the hot move the cold one would join broker 3; with it, broker 3 takes no new flow until it is free.
-    assert moves_to_start([cold_next], [cold_in_flight], executions, UNLIMITED) == [cold_next]
-    assert moves_to_start([hot, cold_next], [cold_in_flight], executions, UNLIMITED) == []
+    # The hot move comes first in LargestFirst order but cannot share broker 3; the cold one behind it may.
+    assert moves_to_start([hot, cold_next], [cold_in_flight], executions, UNLIMITED) == [cold_next]
     assert moves_to_start([hot, cold_next], [], executions, UNLIMITED) == [hot]
 
 
@@ -321,10 +352,13 @@ OWNERS = (OLDER, NEWER, Owner(EPOCH + timedelta(hours=1), "team-c", "newest"))
         st.builds(
             Execution,
             order=st.sampled_from(Order),
-            limits=st.builds(Limits, st.none() | st.integers(1, 4), st.none() | st.integers(1, 3)),
+            limits=st.builds(
+                Limits, st.none() | st.integers(1, 4), st.none() | st.integers(1, 3), st.none() | st.integers(1, 2)
+            ),
         ),
     ),
     touch=st.sampled_from(Touch),
+    default_direction_cap=st.none() | st.integers(min_value=1, max_value=2),
 )
 def test_every_limit_holds_and_nothing_startable_is_left_waiting(
     *,
@@ -334,9 +368,11 @@ def test_every_limit_holds_and_nothing_startable_is_left_waiting(
     broker_cap: int | None,
     executions: dict[Owner, Execution],
     touch: Touch,
+    default_direction_cap: int | None,
 ) -> None:
     in_flight = list({m.partition: m for m in raw_in_flight}.values())
-    config = SchedulerConfig(max_moves=cluster_cap, max_moves_per_broker=broker_cap, touch=touch)
+    config = SchedulerConfig(max_moves=cluster_cap, max_moves_per_broker=broker_cap, touch=touch,
+                             defaults=Limits(max_moves_per_broker_direction=default_direction_cap))
     started = moves_to_start(pending, in_flight, executions, config)
 
     def per_broker_limit(owner: Owner) -> int | None:
@@ -354,7 +390,12 @@ def test_every_limit_holds_and_nothing_startable_is_left_waiting(
             return True
         limit = per_broker_limit(candidate.owner)
         load = Counter(b for m in running for b in m.touched(touch))
-        return limit is not None and any(load[b] >= limit for b in candidate.touched(touch))
+        if limit is not None and any(load[b] >= limit for b in candidate.touched(touch)):
+            return True
+        direction_limit = (executions.get(candidate.owner, Execution()).limits.max_moves_per_broker_direction
+                           or default_direction_cap)
+        directions = Counter(key for m in running for key in m.flows)
+        return direction_limit is not None and any(directions[key] >= direction_limit for key in candidate.flows)
 
     running = list(in_flight)
     for chosen in started:
@@ -384,9 +425,18 @@ def test_every_started_move_leaves_each_busy_flow_its_catch_up_headroom(
         flows.update(m.flows)
         for key in m.flows:
             fastest[key] = max(fastest.get(key, 0.0), m.write_rate)
+    def starves(candidate: Move) -> bool:
+        return any(flows[key] and (flows[key] + count) * max(fastest[key], candidate.write_rate) * headroom > THROTTLE
+                   for key, count in candidate.flows.items())
+
+    moving = {m.partition for m in in_flight}
     for m in started:
+        assert not starves(m), m
+        moving.add(m.partition)
         for key, count in m.flows.items():
-            if flows[key]:
-                assert (flows[key] + count) * max(fastest[key], m.write_rate) * headroom <= THROTTLE
             flows[key] += count
             fastest[key] = max(fastest.get(key, 0.0), m.write_rate)
+    # Nothing is reserved: every move left waiting is held back by the guard or by its partition already moving.
+    for left in moves[3:]:
+        if left not in started:
+            assert left.partition in moving or starves(left), f"{left} could have started"
