@@ -5,11 +5,13 @@ Three ways to run one reassignment, each simulated with the fluid model of `benc
 - **kpo**: `kpo.domain.scheduling.moves_to_start`, the operator's own decision function, called at t = 0 and at the
   first poll after every completion, with `maxMovesPerBroker` as given, each CR's order, and the partitions' write
   rates and the throttle for its catch-up guard; in the whole-partition scenario kpo uses the Incremental strategy.
-  A second kpo column runs it without write rates (all reported as 0), which switches the guard off;
+  A second kpo column runs it without write rates (all reported as 0), which switches the guard off. Limits are the
+  operator's defaults unless given: 5 moves per broker, 2 per broker and direction;
 - **all at once**: what kafka-reassign-partitions does, every move submitted at t = 0;
 - **batch with barrier**: the usual wrapper script, batches in spec order, the next batch submitted only once the
-  whole previous one has finished. A batch holds brokers x maxMovesPerBroker / 2 moves, as many as kpo keeps in
-  flight when every move touches two brokers, so both run at the same concurrency.
+  whole previous one has finished. A batch holds as many moves as kpo keeps in flight at most when every move
+  copies from one broker to one other (brokers x min(per-direction limit, per-broker limit / 2)), so both run at the
+  same concurrency.
 
 Each is reported as total time divided by the floor (max over brokers of bytes in or out, divided by the throttle),
 next to the stronger floor that also counts the bytes written while moving. Run it with `make bench-exec`; it is
@@ -19,6 +21,7 @@ seeded and deterministic (only the wall-time column varies).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -26,49 +29,64 @@ from datetime import UTC, datetime, timedelta
 
 from bench.fluid import SimMove, SimResult, Starter, floor, floor_with_writes, simulate
 from bench.scenarios import THROTTLE, PlannedMove, Scenario, all_scenarios
+from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import TopicPartition
 from kpo.domain.scheduling import Execution, Limits, Move, Owner, SchedulerConfig, moves_to_start
 
 
-def sim_move(planned: PlannedMove, index: int, one_at_a_time: bool = False) -> SimMove:
+def sim_move(planned: PlannedMove, index: int) -> SimMove:
     receivers = tuple(broker for broker in planned.target if broker not in planned.current)
-    return SimMove(index, planned.current[0], receivers, planned.size, planned.write_rate, one_at_a_time)
+    return SimMove(index, planned.current[0], receivers, planned.size, planned.write_rate)
 
 
 def kpo_starter(
-    scenario: Scenario, max_moves_per_broker: int, catch_up_headroom: float = 2.0, knows_write_rates: bool = True
+    scenario: Scenario, limits: Limits, catch_up_headroom: float = 2.0, knows_write_rates: bool = True
 ) -> Starter:
     """Feeds the scheduler the pending and running moves on every call, as the operator does.
 
-    Without `knows_write_rates` every move reports a write rate of 0, so the catch-up guard never holds one back.
+    With the Incremental strategy a partition's move is the chain of its KIP-455 submissions (`kip455_submissions`),
+    and only the next step of each chain is pending, once the previous one has ended: the operator asks the scheduler
+    for one step at a time too. Without `knows_write_rates` every move reports a write rate of 0, so the catch-up guard
+    never holds one back.
     """
     owners = [
         Owner(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=cr), "bench", f"cr-{cr}")
         for cr in range(len(scenario.orders))
     ]
-    limits = Limits(max_moves_per_broker=max_moves_per_broker)
     executions = {
         owner: Execution(order=order, limits=limits, throttle=scenario.throttle)
         for owner, order in zip(owners, scenario.orders, strict=True)
     }
     config = SchedulerConfig(catch_up_headroom=catch_up_headroom)
     sim_of: dict[Move, SimMove] = {}
-    for index, planned in enumerate(scenario.moves):
-        move = Move(
-            owner=owners[planned.cr],
-            partition=TopicPartition(f"topic-{planned.cr}", planned.partition),
-            current=planned.current,
-            target=planned.target,
-            size_bytes=round(planned.size),
-            position=planned.position,
-            write_rate=planned.write_rate if knows_write_rates else 0.0,
-        )
-        sim_of[move] = sim_move(planned, index, scenario.incremental)
+    later_steps: dict[Move, Move] = {}
+    pending: list[Move] = []
+    for planned in scenario.moves:
+        submissions = kip455_submissions(planned.current, planned.target) if scenario.incremental else [planned.target]
+        chain = []
+        current = planned.current
+        for target in submissions:
+            step = PlannedMove(planned.cr, planned.position, planned.partition, current, target, planned.size,
+                               planned.write_rate)
+            move = Move(
+                owner=owners[planned.cr],
+                partition=TopicPartition(f"topic-{planned.cr}", planned.partition),
+                current=current,
+                target=target,
+                size_bytes=round(planned.size),
+                position=planned.position,
+                write_rate=planned.write_rate if knows_write_rates else 0.0,
+            )
+            sim_of[move] = sim_move(step, len(sim_of))
+            chain.append(move)
+            current = target
+        later_steps.update(itertools.pairwise(chain))
+        pending.append(chain[0])
     domain_of = {sim.index: move for move, sim in sim_of.items()}
-    pending = list(sim_of)
 
     def start(now: float, finished: list[SimMove], running: list[SimMove]) -> list[SimMove]:
         nonlocal pending
+        pending += [later_steps[domain_of[sim.index]] for sim in finished if domain_of[sim.index] in later_steps]
         chosen = moves_to_start(pending, [domain_of[move.index] for move in running], executions, config)
         started = set(chosen)
         pending = [move for move in pending if move not in started]
@@ -100,16 +118,14 @@ def ratio(result: SimResult, bound: float) -> str:
     return f"{result.makespan / bound:.3f}"
 
 
-def run(scenario: Scenario, max_moves_per_broker: int, poll_interval: float) -> dict[str, str]:
+def run(scenario: Scenario, limits: Limits, batch: int, poll_interval: float) -> dict[str, str]:
     began = time.perf_counter()
     moves = [sim_move(planned, index) for index, planned in enumerate(scenario.moves)]
     bound = floor(moves, scenario.throttle)
     with_writes = floor_with_writes(moves, scenario.throttle)
-    kpo = simulate(kpo_starter(scenario, max_moves_per_broker), scenario.throttle, poll_interval)
-    blind = simulate(kpo_starter(scenario, max_moves_per_broker, knows_write_rates=False), scenario.throttle,
-                     poll_interval)
+    kpo = simulate(kpo_starter(scenario, limits), scenario.throttle, poll_interval)
+    blind = simulate(kpo_starter(scenario, limits, knows_write_rates=False), scenario.throttle, poll_interval)
     everything = simulate(all_at_once_starter(moves), scenario.throttle, poll_interval)
-    batch = max(1, scenario.brokers * max_moves_per_broker // 2)
     batches = simulate(barrier_starter(moves, batch), scenario.throttle, poll_interval)
     return {
         "scenario": scenario.name,
@@ -125,15 +141,13 @@ def run(scenario: Scenario, max_moves_per_broker: int, poll_interval: float) -> 
     }
 
 
-def sweep(scenario: Scenario, limits: Sequence[int], poll_interval: float) -> dict[str, str]:
-    """kpo alone at several maxMovesPerBroker values."""
+def sweep(scenario: Scenario, settings: Sequence[tuple[str, Limits]], poll_interval: float) -> dict[str, str]:
+    """kpo alone under several limits."""
     moves = [sim_move(planned, index) for index, planned in enumerate(scenario.moves)]
     bound = floor(moves, scenario.throttle)
     row = {"scenario": scenario.name}
-    for limit in limits:
-        row[f"maxMovesPerBroker {limit}"] = ratio(
-            simulate(kpo_starter(scenario, limit), scenario.throttle, poll_interval), bound
-        )
+    for name, limits in settings:
+        row[name] = ratio(simulate(kpo_starter(scenario, limits), scenario.throttle, poll_interval), bound)
     return row
 
 
@@ -147,21 +161,33 @@ def markdown(rows: list[dict[str, str]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seed", type=int, default=6794)
-    parser.add_argument("--max-moves-per-broker", type=int, default=4)
+    # The operator's defaults (kpo.config.ExecutionDefaults): 5 per broker, 2 per broker and direction.
+    parser.add_argument("--max-moves-per-broker", type=int, default=5)
+    parser.add_argument("--max-moves-per-broker-direction", type=int, default=2)
     parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between completion checks")
-    parser.add_argument("--sweep", type=int, nargs="*", default=[1, 2, 4, 8], help="maxMovesPerBroker values for kpo")
+    parser.add_argument("--sweep", type=int, nargs="*", default=[1, 2, 4, 8],
+                        help="limits for kpo alone, each run once per broker and once per broker and direction")
     parser.add_argument("--scenario", help="run only the scenarios whose name contains this")
     args = parser.parse_args()
     scenarios = [s for s in all_scenarios(args.seed) if args.scenario is None or args.scenario in s.name]
+    limits = Limits(max_moves_per_broker=args.max_moves_per_broker,
+                    max_moves_per_broker_direction=args.max_moves_per_broker_direction)
+    # Every move copies out of one broker direction and into another, so at most brokers x limit moves run at once
+    # under the direction limit (two directions per broker, two per move), and brokers x limit / 2 under the other.
+    per_broker = min(args.max_moves_per_broker_direction, args.max_moves_per_broker / 2)
     print(
-        f"Throttle {THROTTLE / 2**20:g} MiB/s per broker in and out; kpo maxMovesPerBroker={args.max_moves_per_broker};"
-        f" barrier batches of brokers x {args.max_moves_per_broker} / 2 moves; completions seen every"
-        f" {args.poll_interval:g} s; seed {args.seed}.\n"
+        f"Throttle {THROTTLE / 2**20:g} MiB/s per broker in and out; kpo maxMovesPerBroker={args.max_moves_per_broker},"
+        f" maxMovesPerBrokerDirection={args.max_moves_per_broker_direction}; barrier batches of as many moves as kpo"
+        f" runs at most; completions seen every {args.poll_interval:g} s; seed {args.seed}.\n"
     )
-    print(markdown([run(scenario, args.max_moves_per_broker, args.poll_interval) for scenario in scenarios]))
+    rows = [run(scenario, limits, max(1, int(scenario.brokers * per_broker)), args.poll_interval)
+            for scenario in scenarios]
+    print(markdown(rows))
     if args.sweep:
-        print("\nkpo / floor by maxMovesPerBroker:\n")
-        print(markdown([sweep(scenario, args.sweep, args.poll_interval) for scenario in scenarios]))
+        settings = [(f"maxMovesPerBroker {n}", Limits(max_moves_per_broker=n)) for n in args.sweep]
+        settings += [(f"maxMovesPerBrokerDirection {n}", Limits(max_moves_per_broker_direction=n)) for n in args.sweep]
+        print("\nkpo / floor under one limit at a time:\n")
+        print(markdown([sweep(scenario, settings, args.poll_interval) for scenario in scenarios]))
 
 
 if __name__ == "__main__":

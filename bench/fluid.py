@@ -19,6 +19,7 @@ The model, and why each part is there:
   with enough others. The simulation reports that as an infinite time rather than hiding it.
 - **A move ends** when all its new replicas have caught up. Whoever runs the moves learns of it at the next poll
   (`poll_interval` seconds: kpo polls ListPartitionReassignments, a script polls --verify), and only then starts more.
+  An Incremental move (KAFKA-6794) is a chain of one-replica moves the runner starts one after the other.
 
 Not modelled: retention deleting old segments while a replica catches up (it only shortens the copy), leader changes
 during a move, disk contention beyond the throttle, the bytes in-sync followers replicate anyway (outside the
@@ -47,8 +48,6 @@ class SimMove:
     receivers: tuple[int, ...]
     size: float
     write_rate: float
-    #: KAFKA-6794's incremental strategy: one new replica at a time, the next submitted once the previous is in sync.
-    one_at_a_time: bool = False
 
 
 @dataclass
@@ -133,8 +132,6 @@ class _Simulation:
         self.now = 0.0
         self.flows: list[_Flow] = []
         self.open_flows: Counter[int] = Counter()
-        self.later_replicas: dict[int, list[int]] = {}
-        self.next_steps: list[SimMove] = []
         self.running: dict[int, SimMove] = {}
         self.finished: list[SimMove] = []
         self.finish_times: dict[int, float] = {}
@@ -152,11 +149,8 @@ class _Simulation:
         self.poll_soon()
 
     def poll(self) -> None:
-        """Submit the next replica of one-at-a-time moves, report what ended, and start what `start` returns."""
+        """Report what ended, and start what `start` returns."""
         self.next_poll = None
-        for move in self.next_steps:
-            self.flows.append(_Flow(move, self.later_replicas[move.index].pop(0), lag=move.size))
-        self.next_steps = []
         reported, self.finished = self.finished, []
         for move in self.start(self.now, reported, list(self.running.values())):
             self.running[move.index] = move
@@ -164,9 +158,7 @@ class _Simulation:
             if not move.receivers:  # nothing to copy: the controller completes it at once
                 self.end(move)
                 continue
-            first_wave = move.receivers[:1] if move.one_at_a_time else move.receivers
-            self.later_replicas[move.index] = list(move.receivers[len(first_wave) :])
-            self.flows.extend(_Flow(move, receiver, lag=move.size) for receiver in first_wave)
+            self.flows.extend(_Flow(move, receiver, lag=move.size) for receiver in move.receivers)
 
     def advance(self) -> bool:
         """Move time to the next flow end or poll; False when no flow can ever end (the rest stall)."""
@@ -191,9 +183,6 @@ class _Simulation:
             self.open_flows[index] -= 1
             if self.open_flows[index] == 0:
                 self.end(flow.move)
-            elif self.later_replicas[index]:
-                self.next_steps.append(flow.move)
-                self.poll_soon()
         self.flows = still_open
         return True
 
@@ -201,8 +190,7 @@ class _Simulation:
 def simulate(start: Starter, throttle: float, poll_interval: float) -> SimResult:
     """Run moves as `start` decides until it starts no more and every move has ended, or nothing can progress.
 
-    `start` is called at t = 0 and then at the first poll tick (a multiple of `poll_interval`) after any move ended;
-    the next replica of a one-at-a-time move is submitted at the first poll tick after the previous one caught up.
+    `start` is called at t = 0 and then at the first poll tick (a multiple of `poll_interval`) after any move ended.
     The makespan is the time the last move ended.
     """
     run = _Simulation(start, throttle, poll_interval)
