@@ -62,6 +62,33 @@ def test_max_moves_per_broker_is_never_exceeded(kafka_admin: AdminClient, bootst
     assert {p: r for p, r in replicas_of(kafka_admin, topic_name).items()} == targets
 
 
+def test_max_moves_per_broker_direction_is_never_exceeded(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                          topic_name: str, resources: Resources) -> None:
+    # A rotation of single-replica partitions: every broker sends to the next one and receives from the previous one,
+    # so each broker is busy in both directions. With one move per direction a broker may copy one partition in
+    # and one out at the same time (up to three moves cluster-wide), never two in or two out. With one replica the
+    # sender is the only current replica, which Kafka lists as the one being removed.
+    assignment = [[1 + p % 3] for p in range(24)]
+    create_topic(kafka_admin, topic_name, 24, assignment=assignment)
+    fill(bootstrap_servers, topic_name, list(range(24)), messages=20)
+    targets = {p: [1 + (p + 1) % 3] for p in range(24)}
+    # ~200 kB per partition at 200 kB/s: each move lasts about a second, so moves that were started together overlap.
+    with throttled(kafka_admin, topic_name, rate=200_000), Sampler(bootstrap_servers, topic_name) as sampler:
+        resources.create(KPR, "one-per-direction", {"partitions": spec_partitions(topic_name, targets),
+                                                    "execution": {"maxMovesPerBrokerDirection": 1}})
+        resources.wait_phase(KPR, "one-per-direction", "Succeeded", timeout=240)
+    busy = [s for s in sampler.samples if s]
+    assert busy, "no move was ever seen in flight"
+    for sample in busy:
+        receiving = Counter(b for move in sample.values() for b in move["adding_replicas"])
+        sending = Counter(b for move in sample.values() for b in move["removing_replicas"])
+        assert max(receiving.values(), default=0) <= 1, f"two moves copy into one broker: {sample}"
+        assert max(sending.values(), default=0) <= 1, f"two moves copy out of one broker: {sample}"
+    # The limit is per direction, not per broker: moves sharing a broker in opposite directions do run together.
+    assert max(len(s) for s in busy) >= 2, f"never more than one move in flight: {busy}"
+    assert replicas_of(kafka_admin, topic_name) == targets
+
+
 def _broker_rate(admin: AdminClient, broker: int) -> str | None:
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
     entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)

@@ -141,6 +141,7 @@ def _valid_reassignment(draw: st.DrawFn) -> dict[str, Any]:
             "strategy": draw(maybe(st.sampled_from(["AllAtOnce", "Incremental"]))),
             "maxMoves": max_moves,
             "maxMovesPerBroker": draw(maybe(st.integers(1, max_moves or 6))),
+            "maxMovesPerBrokerDirection": draw(maybe(st.integers(1, max_moves or 6))),
             "order": draw(maybe(st.sampled_from(["AsGiven", "SmallestFirst", "LargestFirst"]))),
             "throttle": draw(maybe(st.sampled_from([1024, 10485760]))),
             "electLeadersAfter": draw(maybe(st.booleans())),
@@ -225,6 +226,11 @@ def _per_broker_above_total(spec: dict[str, Any], draw: st.DrawFn) -> None:
     spec["execution"] = {**spec.get("execution", {}), "maxMoves": total, "maxMovesPerBroker": total + 1}
 
 
+def _per_direction_above_total(spec: dict[str, Any], draw: st.DrawFn) -> None:
+    total = draw(st.integers(1, 5))
+    spec["execution"] = {**spec.get("execution", {}), "maxMoves": total, "maxMovesPerBrokerDirection": total + 1}
+
+
 def _proposal_without_manual_mode(spec: dict[str, Any], _draw: st.DrawFn) -> None:
     spec["approval"] = {"mode": "Automatic", "proposalId": "p-1"}
 
@@ -259,6 +265,8 @@ REASSIGNMENT_DEFECTS: tuple[Defect, ...] = (
     set_at(("execution", "maxMoves"), st.just(0)),
     set_at(("execution", "maxMovesPerBroker"), st.just(0)),
     defect(_per_broker_above_total),
+    set_at(("execution", "maxMovesPerBrokerDirection"), st.just(0)),
+    defect(_per_direction_above_total),
     set_at(("execution", "order"), st.just("Random")),
     set_at(("execution", "throttle"), st.sampled_from([1023, 0])),
     set_at(("execution", "electLeadersAfter"), st.just("true")),

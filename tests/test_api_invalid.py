@@ -117,6 +117,11 @@ INVALID_CASES: tuple[Invalid, ...] = (
             "spec.execution.maxMovesPerBroker"),
     Invalid("per-broker-above-total", "reassignment-incremental.yaml", ("spec", "execution", "maxMovesPerBroker"), 8,
             "spec.execution.maxMovesPerBroker", rule="cannot exceed maxMoves"),
+    Invalid("zero-max-moves-per-broker-direction", KPR, ("spec", "execution"), {"maxMovesPerBrokerDirection": 0},
+            "spec.execution.maxMovesPerBrokerDirection"),
+    Invalid("per-direction-above-total", "reassignment-incremental.yaml",
+            ("spec", "execution", "maxMovesPerBrokerDirection"), 5, "spec.execution.maxMovesPerBrokerDirection",
+            rule="maxMovesPerBrokerDirection cannot exceed maxMoves"),
     Invalid("throttle-below-1KiB", KPR, ("spec", "execution"), {"throttle": 1000}, "spec.execution.throttle"),
     Invalid("elect-after-as-string", KPR, ("spec", "execution"), {"electLeadersAfter": "true"},
             "spec.execution.electLeadersAfter"),
@@ -212,6 +217,20 @@ def test_the_base_example_is_valid_and_the_change_is_not(case: Invalid) -> None:
     assert leaf in str(refused.value)
     if case.rule is not None:
         assert case.rule in str(refused.value)
+
+
+@pytest.mark.parametrize(("max_moves", "per_direction"), [(4, 4), (4, 1), (None, 100)])
+def test_a_per_direction_limit_up_to_max_moves_is_accepted(max_moves: int | None, per_direction: int) -> None:
+    # The refusals above are the boundary's other side: equal to maxMoves passes, one more is refused.
+    manifest = load_example("reassignment-incremental.yaml")
+    execution = manifest["spec"]["execution"]
+    if max_moves is None:
+        del execution["maxMoves"]
+    else:
+        execution["maxMoves"] = max_moves
+    execution["maxMovesPerBrokerDirection"] = per_direction
+    parsed = parse_spec(manifest)
+    assert parsed.to_k8s()["execution"]["maxMovesPerBrokerDirection"] == per_direction
 
 
 def test_every_rule_with_a_python_twin_is_exercised_by_a_case() -> None:

@@ -84,6 +84,9 @@ class KafkaConnection(_Model):
 class ExecutionDefaults(_Model):
     max_moves: int = Field(default=50, ge=1, description="Cluster-wide in-flight moves, all CRs together.")
     max_moves_per_broker: int = Field(default=5, ge=1, description="In-flight moves touching one broker.")
+    max_moves_per_broker_direction: int = Field(
+        default=2, ge=1,
+        description="In-flight moves copying into one broker, and separately out of it (the leader serving the copy).")
 
 
 class ResourcesSpec(_Model):

@@ -98,9 +98,10 @@ class OperatorContext:
             found = self._schedulers.get(cluster)
             if found is None:
                 defaults = self.config.execution
+                for_crs = Limits(max_moves=None, max_moves_per_broker=defaults.max_moves_per_broker,
+                                 max_moves_per_broker_direction=defaults.max_moves_per_broker_direction)
                 found = ClusterScheduler(
-                    SchedulerConfig(defaults=Limits(max_moves=None, max_moves_per_broker=defaults.max_moves_per_broker),
-                                    max_moves=defaults.max_moves),
+                    SchedulerConfig(defaults=for_crs, max_moves=defaults.max_moves),
                     stale_after_seconds=max(30.0, 10 * self.config.poll_interval_seconds))
                 self._schedulers[cluster] = found
             return found

@@ -94,6 +94,7 @@ pollIntervalSeconds: {{ .Values.operator.pollIntervalSeconds }}
 execution:
   maxMoves: {{ .Values.operator.execution.maxMoves }}
   maxMovesPerBroker: {{ .Values.operator.execution.maxMovesPerBroker }}
+  maxMovesPerBrokerDirection: {{ .Values.operator.execution.maxMovesPerBrokerDirection }}
 namespace: {{ .Release.Namespace | quote }}
 metricsPort: {{ .Values.metrics.port }}
 {{- end -}}

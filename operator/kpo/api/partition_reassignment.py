@@ -240,6 +240,13 @@ class Execution(ApiModel):
         description="Most moves in flight that involve any one broker (as source or destination), counted across "
         "every PartitionReassignment on the cluster. Omitted: the operator's configured default.",
     )
+    max_moves_per_broker_direction: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="Most moves in flight copying into any one broker, and separately out of it (the leader serving "
+        "the copy), counted across every PartitionReassignment on the cluster. Omitted: the operator's configured "
+        "default.",
+    )
     order: MoveOrder = Field(
         default=MoveOrder.AS_GIVEN,
         description="Which pending partitions start first: AsGiven (spec or plan order), SmallestFirst or "
@@ -266,6 +273,15 @@ class Execution(ApiModel):
             or e.max_moves_per_broker is None
             or e.max_moves_per_broker <= e.max_moves,
             field_path=".maxMovesPerBroker",
+        ),
+        Rule(
+            cel="!has(self.maxMoves) || !has(self.maxMovesPerBrokerDirection) "
+            "|| self.maxMovesPerBrokerDirection <= self.maxMoves",
+            message="maxMovesPerBrokerDirection cannot exceed maxMoves",
+            holds=lambda e: e.max_moves is None
+            or e.max_moves_per_broker_direction is None
+            or e.max_moves_per_broker_direction <= e.max_moves,
+            field_path=".maxMovesPerBrokerDirection",
         ),
     )
 

@@ -176,7 +176,9 @@ def _ports(body: kopf.Body, parsed: PartitionReassignmentSpec, context: Operator
     others = list(claims.get(cluster, []))
     owner = _owner(meta)
     execution = Execution(order=Order(parsed.execution.order.value),
-                          limits=Limits(parsed.execution.max_moves, parsed.execution.max_moves_per_broker),
+                          limits=Limits(max_moves=parsed.execution.max_moves,
+                                        max_moves_per_broker=parsed.execution.max_moves_per_broker,
+                                        max_moves_per_broker_direction=parsed.execution.max_moves_per_broker_direction),
                           throttle=float(parsed.execution.throttle) if parsed.execution.throttle else None)
     holders = {tp: _owner_of(c) for c in [*others, me] if c.live for tp in c.in_flight}
     scheduler = context.scheduler(cluster)
