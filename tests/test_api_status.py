@@ -42,7 +42,6 @@ from kpo.api import (
     ThrottledTopic,
     ThrottleStatus,
     TopicPartitionCountStatus,
-    set_condition,
 )
 from kpo.api.crdgen import crd_manifest
 
@@ -169,22 +168,6 @@ def test_condition_times_must_carry_a_time_zone() -> None:
 def test_condition_reason_is_camel_case_like_metav1() -> None:
     with pytest.raises(ValidationError):
         Condition(type="Ready", status=ConditionStatus.TRUE, reason="not camel case", last_transition_time=T0)
-
-
-def test_set_condition_keeps_the_transition_time_while_the_status_holds() -> None:
-    ready = Condition(type="Ready", status=ConditionStatus.FALSE, reason="Executing", last_transition_time=T0)
-    later = T0 + timedelta(minutes=5)
-    same = set_condition([ready], ready.model_copy(update={"reason": "StillExecuting", "last_transition_time": later}))
-    assert same == [ready.model_copy(update={"reason": "StillExecuting"})]
-    flipped = set_condition(same, Condition(type="Ready", status=ConditionStatus.TRUE, reason="Succeeded",
-                                            last_transition_time=later))
-    assert [(c.status, c.last_transition_time) for c in flipped] == [(ConditionStatus.TRUE, later)]
-
-
-def test_set_condition_leaves_other_types_alone() -> None:
-    ready = Condition(type="Ready", status=ConditionStatus.FALSE, reason="Executing", last_transition_time=T0)
-    stalled = Condition(type="Stalled", status=ConditionStatus.TRUE, reason="Invalid", last_transition_time=T0)
-    assert set_condition([ready], stalled) == [ready, stalled]
 
 
 def test_status_condition_lookup() -> None:

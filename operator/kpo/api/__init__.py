@@ -15,7 +15,6 @@ from kpo.api.common import (
     PartitionFailure,
     StatusBase,
     TopicPartition,
-    set_condition,
 )
 from kpo.api.partition_reassignment import (
     Approval,
@@ -147,5 +146,4 @@ __all__ = [
     "TopicPartitionCountStatus",
     "kind_named",
     "parse_interval",
-    "set_condition",
 ]

@@ -8,7 +8,6 @@ kpo sets three condition types, following kstatus: ``Ready`` (``True`` only once
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Protocol, TypeVar
 
@@ -121,20 +120,6 @@ class Condition(StatusModel):
     observed_generation: StrictInt | None = Field(
         default=None, ge=0, description="metadata.generation of the spec this condition was computed from."
     )
-
-
-def set_condition(conditions: Sequence[Condition], new: Condition) -> list[Condition]:
-    """Replace the condition of ``new.type``, keeping its ``lastTransitionTime`` when the status did not change.
-
-    Tools compute "how long has this been Ready" from ``lastTransitionTime``, so an unchanged status must keep it.
-    """
-    kept: list[Condition] = []
-    for old in conditions:
-        if old.type != new.type:
-            kept.append(old)
-        elif old.status == new.status:
-            new = new.model_copy(update={"last_transition_time": old.last_transition_time})
-    return [*kept, new]
 
 
 class StatusBase(StatusModel):
