@@ -85,11 +85,16 @@ def _planned(index: int, number: int, partition: _Partition, target: tuple[int, 
     return PlannedMove(cr, index, number, partition.replicas, target, partition.size, partition.write_rate)
 
 
-def rebalance(seed: int, sizes: SizeDraw, name: str, moves: int = 600, hot_share: float = 0.03) -> Scenario:
+def small_sizes(rng: random.Random) -> float:
+    return rng.lognormvariate(math.log(20 * MiB), 1.0)
+
+
+def rebalance(seed: int, sizes: SizeDraw, name: str, *, moves: int = 600, hot_share: float = 0.03,
+              partitions: int = 3000) -> Scenario:
     """12 brokers; one replica of each chosen partition goes to another broker."""
     rng = random.Random(seed)
     brokers = range(12)
-    cluster = _cluster(rng, brokers, 3000, sizes, hot_share)
+    cluster = _cluster(rng, brokers, partitions, sizes, hot_share)
     planned = []
     for index, number in enumerate(rng.sample(range(len(cluster)), moves)):
         partition = cluster[number]
@@ -165,4 +170,6 @@ def all_scenarios(seed: int) -> list[Scenario]:
         drain_broker(seed + 4),
         whole_partition_moves(seed + 5),
         three_crs(seed + 6),
+        rebalance(seed + 7, small_sizes, "rebalance, 3000 small partitions (20 MiB median)", moves=3000,
+                  partitions=6000),
     ]
