@@ -307,6 +307,36 @@ def test_size_order_counts_the_bytes_written_while_catching_up() -> None:
     assert moves_to_start([big_and_cold, small_but_hot], [], executions, UNLIMITED) == [small_but_hot, big_and_cold]
 
 
+# Rule 5: dominant moves run alone.
+
+
+def test_a_dominant_move_waits_until_its_brokers_are_idle() -> None:
+    small_into_3 = move(NEWER, 10, (1,), (3,), size=10, topic="b")
+    # 1000 of the 1000 bytes left out of broker 2, the busiest direction with broker 3's incoming (1010).
+    huge = move(OLDER, 0, (2,), (3,), size=1000)
+    elsewhere = move(OLDER, 1, (4,), (5,), size=10)
+    assert moves_to_start([huge, elsewhere], [small_into_3], {}, UNLIMITED) == [elsewhere]
+    assert moves_to_start([huge, elsewhere], [], {}, UNLIMITED) == [huge, elsewhere]
+
+
+def test_nothing_joins_a_dominant_move_in_flight() -> None:
+    huge = move(NEWER, 10, (2,), (3,), size=1000, topic="b")
+    into_3 = move(OLDER, 0, (4,), (3,), size=10)
+    out_of_2 = move(OLDER, 1, (2,), (5,), size=10)
+    elsewhere = move(OLDER, 2, (4,), (6,), size=10)
+    assert moves_to_start([into_3, out_of_2, elsewhere], [huge], {}, UNLIMITED) == [elsewhere]
+    no_rule = SchedulerConfig(dominant_share=None)
+    assert moves_to_start([into_3, out_of_2, elsewhere], [huge], {}, no_rule) == [into_3, out_of_2, elsewhere]
+
+
+def test_a_move_alone_in_a_quiet_direction_is_not_dominant() -> None:
+    # The only bytes out of broker 6, but 100 against 1000 in the busiest direction: it shares broker 7.
+    busy_elsewhere = move(NEWER, 10, (8,), (9,), size=1000, topic="b")
+    into_7 = move(NEWER, 11, (10,), (7,), size=10, topic="b")
+    quiet = move(OLDER, 0, (6,), (7,), size=100)
+    assert moves_to_start([quiet], [busy_elsewhere, into_7], {}, UNLIMITED) == [quiet]
+
+
 # Continuous refill: the function is called again whenever anything finishes.
 
 
@@ -379,9 +409,26 @@ def test_every_limit_holds_and_nothing_startable_is_left_waiting(
         own = executions.get(owner, Execution()).limits.max_moves_per_broker
         return min(x for x in (own, broker_cap) if x is not None) if own or broker_cap else None
 
+    bytes_left: Counter[tuple[int, str]] = Counter()
+    for m in [*pending, *in_flight]:
+        for key, count in m.flows.items():
+            bytes_left[key] += count * m.size_bytes
+    busiest = max(bytes_left.values(), default=0)
+
+    def dominant(candidate: Move) -> bool:
+        return candidate.size_bytes > 0 and any(
+            candidate.size_bytes >= 0.7 * bytes_left[key] and bytes_left[key] >= 0.5 * busiest
+            for key in candidate.flows
+        )
+
     def blocked(candidate: Move, running: list[Move]) -> bool:
         """Whether `candidate` may not start next to `running`, by the rules stated in the module docstring."""
         if candidate.partition in {m.partition for m in running}:
+            return True
+        if any(key in candidate.flows for m in running if dominant(m) for key in m.flows):
+            return True
+        busy = {key for m in running for key in m.flows}
+        if dominant(candidate) and any(key in busy for key in candidate.flows):
             return True
         if cluster_cap is not None and len(running) >= cluster_cap:
             return True
@@ -418,7 +465,8 @@ def test_every_started_move_leaves_each_busy_flow_its_catch_up_headroom(
     moves = [dataclasses.replace(m, write_rate=rate) for m, rate in zip(moves, rates, strict=True)]
     in_flight = list({m.partition: m for m in moves[:3]}.values())
     executions = dict.fromkeys(OWNERS, Execution(throttle=THROTTLE))
-    started = moves_to_start(moves[3:], in_flight, executions, SchedulerConfig(catch_up_headroom=headroom))
+    config = SchedulerConfig(catch_up_headroom=headroom, dominant_share=None)  # the guard alone
+    started = moves_to_start(moves[3:], in_flight, executions, config)
     flows: Counter[tuple[int, str]] = Counter()
     fastest: dict[tuple[int, str], float] = {}
     for m in in_flight:
