@@ -189,7 +189,9 @@ def _ports(body: kopf.Body, parsed: PartitionReassignmentSpec, context: Operator
         save_throttle=lambda journal: context.rollbacks.save_throttle(body, journal),
         claimed_by_others=lambda: claimed_by_others(me, others),
         others_throttles=lambda: [c.throttle for c in others if c.live and c.key != me.key],
-        schedule=lambda candidates, view: scheduler.admit(owner, execution, candidates, view.ongoing, holders),
+        schedule=lambda candidates, view: scheduler.admit(
+            owner, execution, candidates, view.ongoing, holders,
+            sizes={tp: view.partition_size(tp) for tp in view.partitions}, write_rates=view.write_rates),
         write_rates=context.write_rates(cluster).observe,
     )
 
