@@ -329,6 +329,13 @@ def test_nothing_joins_a_dominant_move_in_flight() -> None:
     assert moves_to_start([into_3, out_of_2, elsewhere], [huge], {}, no_rule) == [into_3, out_of_2, elsewhere]
 
 
+def test_a_move_alone_in_a_direction_is_not_dominant_through_it() -> None:
+    # Each is all there is out of its sender, but half of what goes into broker 3: both run, sharing broker 3.
+    from_1 = move(OLDER, 0, (1,), (3,), size=100)
+    from_2 = move(OLDER, 1, (2,), (3,), size=100)
+    assert moves_to_start([from_1, from_2], [], {}, UNLIMITED) == [from_1, from_2]
+
+
 def test_a_move_alone_in_a_quiet_direction_is_not_dominant() -> None:
     # The only bytes out of broker 6, but 100 against 1000 in the busiest direction: it shares broker 7.
     busy_elsewhere = move(NEWER, 10, (8,), (9,), size=1000, topic="b")
@@ -410,14 +417,16 @@ def test_every_limit_holds_and_nothing_startable_is_left_waiting(
         return min(x for x in (own, broker_cap) if x is not None) if own or broker_cap else None
 
     bytes_left: Counter[tuple[int, str]] = Counter()
+    moves_left: Counter[tuple[int, str]] = Counter()
     for m in [*pending, *in_flight]:
+        moves_left.update(m.flows.keys())
         for key, count in m.flows.items():
             bytes_left[key] += count * m.size_bytes
     busiest = max(bytes_left.values(), default=0)
 
     def dominant(candidate: Move) -> bool:
         return candidate.size_bytes > 0 and any(
-            candidate.size_bytes >= 0.7 * bytes_left[key] and bytes_left[key] >= 0.5 * busiest
+            candidate.size_bytes >= 0.7 * bytes_left[key] and bytes_left[key] >= 0.5 * busiest and moves_left[key] > 1
             for key in candidate.flows
         )
 

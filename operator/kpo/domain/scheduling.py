@@ -47,9 +47,9 @@ Rules, in the order they are applied:
    every direction it uses is idle, and while it runs no other move joins them: its copy gets the whole throttle at
    both ends, which also leaves neither end underused. Like the guard it reserves nothing while it waits. Without it,
    one huge partition moved Incremental (three copies in a row from the same leader) ran 13 % past the floor in the
-   execution benchmark, slowed by moves sharing its receiver; with it, 1.5 %. Directions with little left are left
-   out because the last move through any direction is trivially dominant there, and holding its other end for it
-   only costs concurrency.
+   execution benchmark, slowed by moves sharing its receiver; with it, 1.5 %. A move is not dominant through a
+   direction it is alone in, nor through one with little left: the last move through any direction would be
+   trivially dominant there, and holding its other end for it only costs concurrency.
 6. **Order within a CR.** `AsGiven` (spec order), `SmallestFirst` or `LargestFirst` by the bytes the move copies:
    its size, or, when write rate and throttle are known, size * T / (T - w), the bytes it copies before it catches up
    even with the whole throttle to itself. Spec order breaks ties. The order is a priority, not a barrier: when the
@@ -251,9 +251,11 @@ class _Load:
         self.executions = executions
         #: Bytes still to copy through each broker direction, for rule 5.
         self.bytes_left: Counter[tuple[int, str]] = Counter()
+        self.moves_left: Counter[tuple[int, str]] = Counter()
         if config.dominant_share is not None:
             for move in [*pending, *in_flight]:
                 copied = copied_bytes(move, self.throttle_of(move))
+                self.moves_left.update(move.flows.keys())
                 for key, count in move.flows.items():
                     self.bytes_left[key] += count * copied  # type: ignore[assignment]
         self.busiest = max(self.bytes_left.values(), default=0.0)
@@ -277,7 +279,8 @@ class _Load:
         if copied <= 0:
             return False
         busy = self.config.busy_share * self.busiest
-        return any(copied >= share * left and left >= busy for left in (self.bytes_left[key] for key in move.flows))
+        return any(copied >= share * self.bytes_left[key] and self.bytes_left[key] >= busy
+                   and self.moves_left[key] > 1 for key in move.flows)
 
     def add(self, move: Move) -> None:
         self.per_broker.update(move.touched(self.config.touch))
