@@ -44,12 +44,16 @@ class Sampler:
         self.admin.close()
 
 
+def _rotation(admin: AdminClient, bootstrap_servers: str, topic: str, partitions: int) -> dict[int, list[int]]:
+    """A topic of filled single-replica partitions spread over brokers 1-3, and targets one broker along."""
+    create_topic(admin, topic, partitions, assignment=[[1 + p % 3] for p in range(partitions)])
+    fill(bootstrap_servers, topic, list(range(partitions)), messages=20)
+    return {p: [1 + (p + 1) % 3] for p in range(partitions)}
+
+
 def test_max_moves_per_broker_is_never_exceeded(kafka_admin: AdminClient, bootstrap_servers: str,
                                                 topic_name: str, resources: Resources) -> None:
-    assignment = [[1 + p % 3] for p in range(30)]
-    create_topic(kafka_admin, topic_name, 30, assignment=assignment)
-    fill(bootstrap_servers, topic_name, list(range(30)), messages=20)
-    targets = {p: [1 + (p + 1) % 3] for p in range(30)}
+    targets = _rotation(kafka_admin, bootstrap_servers, topic_name, 30)
     with Sampler(bootstrap_servers, topic_name) as sampler:
         resources.create(KPR, "one-per-broker", {"partitions": spec_partitions(topic_name, targets),
                                                  "execution": {"maxMovesPerBroker": 1}})
@@ -68,10 +72,7 @@ def test_max_moves_per_broker_direction_is_never_exceeded(kafka_admin: AdminClie
     # so each broker is busy in both directions. With one move per direction a broker may copy one partition in
     # and one out at the same time (up to three moves cluster-wide), never two in or two out. With one replica the
     # sender is the only current replica, which Kafka lists as the one being removed.
-    assignment = [[1 + p % 3] for p in range(24)]
-    create_topic(kafka_admin, topic_name, 24, assignment=assignment)
-    fill(bootstrap_servers, topic_name, list(range(24)), messages=20)
-    targets = {p: [1 + (p + 1) % 3] for p in range(24)}
+    targets = _rotation(kafka_admin, bootstrap_servers, topic_name, 24)
     # ~200 kB per partition at 200 kB/s: each move lasts about a second, so moves that were started together overlap.
     with throttled(kafka_admin, topic_name, rate=200_000), Sampler(bootstrap_servers, topic_name) as sampler:
         resources.create(KPR, "one-per-direction", {"partitions": spec_partitions(topic_name, targets),

@@ -93,8 +93,9 @@ def test_preferred_leader_election(testbed: Testbed, kafka_admin: AdminClient, t
     result = kafka_admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
     # ELECTION_NOT_NEEDED for the partitions already led by their preferred replica, success for partition 0.
     assert result[TopicPartition(topic_name, 0)] is None
-    leaders = {p: leader for p, (_, leader, _) in describe_topic(kafka_admin, topic_name).items()}
-    assert leaders == {0: 1, 1: 2, 2: 3}
+    # The controller has elected; the broker answering DescribeTopics learns it from the metadata log a moment later.
+    wait_for(lambda: {p: leader for p, (_, leader, _) in describe_topic(kafka_admin, topic_name).items()}
+             == {0: 1, 1: 2, 2: 3}, 30, "every partition led by its preferred replica")
 
 
 def test_describe_log_dirs_reports_both_dirs_of_each_node(testbed: Testbed, bootstrap_servers: str,
