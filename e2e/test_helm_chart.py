@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from e2e.helm_support import CHART, documents, helm, installed, template
-from kpo.config import OperatorConfig
+from kpo.config import OperatorConfig, PlannerConfig
 from kpo_testbed import Testbed
 
 FULL_VALUES: dict[str, Any] = {
@@ -41,7 +41,8 @@ FULL_VALUES: dict[str, Any] = {
             },
         },
     },
-    "planner": {"backend": "sparkApplication", "sparkApplication": {"namespace": "spark-jobs"}},
+    "planner": {"backend": "sparkApplication", "sparkApplication": {"namespace": "spark-jobs"},
+                "workDir": "/var/lib/kpo/plans", "workVolume": {"persistentVolumeClaim": {"claimName": "kpo-plans"}}},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
     "operator": {"verbose": True, "pollIntervalSeconds": 5},
 }
@@ -74,12 +75,17 @@ def test_template_renders_the_operator_config_the_operator_accepts(testbed: Test
     assert planner["backend"] == "sparkApplication"
     assert planner["sparkApplication"]["namespace"] == "spark-jobs"
     assert planner["sparkApplication"]["mainApplicationFile"] == "local:///opt/kpo/planner-job.py"
+    assert PlannerConfig.model_validate(planner).work_dir == "/var/lib/kpo/plans"
 
     deployment = by_kind(docs, "Deployment")[0]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "kpo"]
     assert "--namespace=team-a" in container["args"] and "--namespace=team-b" in container["args"]
     assert "--verbose" in container["args"]
+    # The plans' work dir: the shared volume, mounted where the planner config says.
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["plans"]["persistentVolumeClaim"] == {"claimName": "kpo-plans"}
+    assert {"name": "plans", "mountPath": "/var/lib/kpo/plans"} in container["volumeMounts"]
 
     # Secrets: `get` on exactly the named ones, per namespace, and nothing else anywhere.
     secret_rules = {(role["metadata"]["namespace"], tuple(rule["resourceNames"]), tuple(rule["verbs"]))

@@ -103,6 +103,7 @@ metricsPort: {{ .Values.metrics.port }}
 {{- define "kpo.plannerConfig" -}}
 {{- $spark := .Values.planner.sparkApplication -}}
 backend: {{ .Values.planner.backend }}
+workDir: {{ .Values.planner.workDir | quote }}
 {{- if eq .Values.planner.backend "sparkApplication" }}
 sparkApplication:
   namespace: {{ include "kpo.sparkNamespace" . | quote }}
