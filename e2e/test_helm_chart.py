@@ -135,6 +135,12 @@ def test_the_schema_rejects_wrong_values_naming_them(testbed: Testbed, tmp_path:
     assert named in result.stderr, result.stderr
 
 
+def test_a_work_dir_outside_tmp_needs_a_volume(testbed: Testbed, tmp_path: Path) -> None:
+    result = template(testbed, {"planner": {"workDir": "/var/lib/kpo/plans"}}, tmp_path, check=False)
+    assert result.returncode != 0
+    assert "planner.workDir" in result.stderr and "planner.workVolume" in result.stderr, result.stderr
+
+
 def test_a_default_cluster_that_is_not_configured_is_refused(testbed: Testbed, tmp_path: Path) -> None:
     result = template(testbed, {"kafka": {"defaultCluster": "east"}}, tmp_path, check=False)
     assert result.returncode != 0
