@@ -22,11 +22,11 @@ from kpo.api import GROUP, VERSION, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.model import TopicPartition
 from kpo.domain.proposal import Proposal
-from kpo.domain.reassignment import Problem, Target
+from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
 from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources import post_outcome, spec_problems
+from kpo.resources import parse_and_connect, post_outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler, throttling
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, TERMINAL, Phase
 from kpo.resources.partition_reassignment.planning import PlanIntent
@@ -97,19 +97,13 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
     with context.resource_lock(uid), metrics.reconcile("PartitionReassignment", uid, status=status, patch=patch,
                                                        cluster=cluster_label) as tick_metrics:
         now = reconciler.now_rfc3339()
-        try:
-            parsed = parse_spec(spec)
-        except ValidationError as exc:
-            problems = spec_problems(exc)
-            _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
+        inputs = parse_and_connect(
+            spec, parse_spec, context.kafka,
+            lambda problems: _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now)),
+            refuse_unknown_cluster=status.get("observedGeneration") != generation)
+        if inputs is None:
             return
-        try:
-            kafka = context.kafka(parsed.cluster_ref)
-        except KeyError as exc:
-            problem = Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))
-            if status.get("observedGeneration") != generation:
-                _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
-            return
+        parsed, kafka = inputs
         intent = intent_of(parsed, generation)
         if parsed.plan is not None:
             planned = _plan_step(body, parsed, context=context, kafka=kafka, now=now)

@@ -15,13 +15,11 @@ from typing import Any
 import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from pydantic import ValidationError
 
 from kpo import metrics
 from kpo.api import GROUP, VERSION
-from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources import post_outcome, spec_problems
+from kpo.resources import parse_and_connect, post_outcome
 from kpo.resources.preferred_leader_election import reconciler
 from kpo.resources.preferred_leader_election.lifecycle import KAFKA_UNAVAILABLE, Reassignment
 from kpo.resources.preferred_leader_election.spec import intent_of, memory_of, parse_spec
@@ -62,18 +60,13 @@ def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
     cluster_label = context.cluster_name(spec.get("clusterRef"))
     with context.resource_lock(uid), metrics.reconcile("PreferredLeaderElection", uid, status=status, patch=patch,
                                                        cluster=cluster_label) as tick_metrics:
-        try:
-            parsed = parse_spec(spec)
-        except ValidationError as exc:
-            problems = spec_problems(exc)
-            _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, reconciler.utcnow()))
+        inputs = parse_and_connect(
+            spec, parse_spec, context.kafka,
+            lambda problems: _apply(body, patch,
+                                    reconciler.invalid_outcome(status, generation, problems, reconciler.utcnow())))
+        if inputs is None:
             return
-        try:
-            kafka = context.kafka(parsed.cluster_ref)
-        except KeyError as exc:
-            problem = Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))
-            _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], reconciler.utcnow()))
-            return
+        parsed, kafka = inputs
         namespace = meta["namespace"]
         try:
             outcome = reconciler.tick(

@@ -12,13 +12,11 @@ import logging
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
 from kpo import metrics
 from kpo.api import GROUP, VERSION
-from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources import post_outcome, spec_problems
+from kpo.resources import parse_and_connect, post_outcome
 from kpo.resources.topic_partition_count import reconciler
 from kpo.resources.topic_partition_count.spec import intent_of, memory_of, parse_spec
 from kpo.runtime import OperatorContext
@@ -43,18 +41,12 @@ def topicpartitioncount_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spe
     with context.resource_lock(uid), metrics.reconcile("TopicPartitionCount", uid, status=status, patch=patch,
                                                        cluster=cluster_label) as tick_metrics:
         now = reconciler.now_rfc3339()
-        try:
-            parsed = parse_spec(spec)
-        except ValidationError as exc:
-            problems = spec_problems(exc)
-            _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now))
+        inputs = parse_and_connect(
+            spec, parse_spec, context.kafka,
+            lambda problems: _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now)))
+        if inputs is None:
             return
-        try:
-            kafka = context.kafka(parsed.cluster_ref)
-        except KeyError as exc:
-            problem = Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))
-            _apply(body, patch, reconciler.invalid_outcome(status, generation, [problem], now))
-            return
+        parsed, kafka = inputs
         try:
             outcome = reconciler.tick(status=status, intent=intent_of(parsed, generation), memory=memory_of(status),
                                       kafka=kafka, now=now, resource=f"{meta['namespace']}/{meta['name']}")
