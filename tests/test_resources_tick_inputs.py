@@ -1,12 +1,20 @@
-"""What every kind's tick does first: read the spec through the API models, then find the Kafka cluster it names."""
+"""What every kind's tick shares: the spec through the API models, the Kafka cluster it names, and how it ends."""
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any, cast
 
+import kopf
+import pytest
+
+from kpo.domain.conditions import Event, now_rfc3339
+from kpo.domain.model import KafkaRefusal
 from kpo.domain.reassignment import Problem
-from kpo.kafka.admin import KafkaAdmin
-from kpo.resources import parse_and_connect
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
+from kpo.resources import kafka_refusals_retried, lost_kafka, parse_and_connect
+from kpo.resources.topic_partition_count.reconciler import TickOutcome
 from kpo.resources.topic_partition_count.spec import parse_spec
 
 VALID = {"topic": "orders", "partitions": 12}
@@ -48,3 +56,27 @@ def test_an_unknown_cluster_is_refused_unless_already_said() -> None:
     assert parse_and_connect(spec, parse_spec, clusters({None: ADMIN}), refused.append,
                              refuse_unknown_cluster=False) is None
     assert len(refused) == 1
+
+
+# How every kind's tick ends.
+
+
+def test_a_tick_that_lost_kafka_says_so_and_others_do_not() -> None:
+    lost = TickOutcome(status={}, events=[Event("Warning", "KafkaUnavailable", "will retry: broker down")])
+    fine = TickOutcome(status={}, events=[Event("Normal", "Submitted", "2 moves")])
+    assert lost_kafka(lost)
+    assert not lost_kafka(fine)
+    assert not lost_kafka(None)
+
+
+def test_a_read_kafka_refused_becomes_a_retry_on_kopfs_backoff() -> None:
+    logger = logging.getLogger("test")
+    with pytest.raises(kopf.TemporaryError, match="Kafka refused"), kafka_refusals_retried(logger):
+        raise KafkaRequestRefused(KafkaRefusal("TOPIC_AUTHORIZATION_FAILED"))
+    with pytest.raises(ValueError, match="not Kafka's"), kafka_refusals_retried(logger):
+        raise ValueError("not Kafka's")
+
+
+def test_the_timestamps_are_rfc3339_utc_in_whole_seconds() -> None:
+    stamp = now_rfc3339()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp), stamp

@@ -8,6 +8,7 @@ API conventions require.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,11 @@ from typing import Any
 READY = "Ready"
 PROGRESSING = "Progressing"
 STALLED = "Stalled"
+
+
+def now_rfc3339() -> str:
+    """Now, as ``lastTransitionTime`` and the status timestamps are written: UTC, whole seconds, a ``Z``."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """One folder per custom resource: ``spec.py`` (parse and validate), ``lifecycle.py`` (phases and decisions, pure),
 ``handlers.py`` (the only Kopf wiring for that kind). What every kind's wiring shares lives here."""
 
-from collections.abc import Callable, Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 import kopf
@@ -9,7 +11,11 @@ from pydantic import ValidationError
 
 from kpo.domain.conditions import Event
 from kpo.domain.reassignment import Problem
-from kpo.kafka.admin import KafkaAdmin
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+#: The Event reason every kind's tick posts when it lost the connection to Kafka (it reconnects on the next tick).
+KAFKA_UNAVAILABLE = "KafkaUnavailable"
 
 
 class _ClusterSpec(Protocol):
@@ -20,16 +26,43 @@ class _ClusterSpec(Protocol):
 ParsedSpec = TypeVar("ParsedSpec", bound=_ClusterSpec)
 
 
+class TickResult(Protocol):
+    """What a tick of any kind ends with: the status to write and the Events to post."""
+
+    @property
+    def status(self) -> Mapping[str, Any]: ...
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+
 def spec_problems(error: ValidationError) -> list[Problem]:
     """What the API models refused in a spec (the CRD schema should have refused it first), one Problem a field."""
     return [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"]) for e in error.errors()]
 
 
-def post_outcome(body: kopf.Body, patch: kopf.Patch, status: Mapping[str, Any], events: Iterable[Event]) -> None:
-    """Write a tick's status (Kopf patches it through the status subresource) and post its Events."""
-    patch.status.update(status)
-    for event in events:
+def post_outcome(body: kopf.Body, patch: kopf.Patch, outcome: TickResult | None) -> None:
+    """Write a tick's status (Kopf patches it through the status subresource) and post its Events; None: nothing."""
+    if outcome is None:
+        return
+    patch.status.update(outcome.status)
+    for event in outcome.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+def lost_kafka(outcome: TickResult | None) -> bool:
+    """Whether the tick lost its connection to Kafka, so the cached client should be dropped and rebuilt."""
+    return outcome is not None and any(e.reason == KAFKA_UNAVAILABLE for e in outcome.events)
+
+
+@contextmanager
+def kafka_refusals_retried(logger: Logger) -> Iterator[None]:
+    """A read Kafka refused (an ACL, a broker that is not ready) ends the tick and is retried on Kopf's backoff."""
+    try:
+        yield
+    except KafkaRequestRefused as exc:
+        logger.warning("Kafka refused a read: %s", exc)
+        raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
 
 
 def parse_and_connect(spec: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], ParsedSpec],

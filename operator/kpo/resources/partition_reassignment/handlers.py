@@ -20,13 +20,14 @@ from pydantic import ValidationError
 from kpo import metrics
 from kpo.api import GROUP, VERSION, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
+from kpo.domain.conditions import now_rfc3339
 from kpo.domain.model import TopicPartition
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
 from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources import parse_and_connect, post_outcome
+from kpo.resources import Logger, kafka_refusals_retried, lost_kafka, parse_and_connect, post_outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler, throttling
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, TERMINAL, Phase
 from kpo.resources.partition_reassignment.planning import PlanIntent
@@ -42,7 +43,6 @@ from kpo.resources.partition_reassignment.spec import (
 from kpo.runtime import OperatorContext
 
 PLURAL = "partitionreassignments"
-Logger = logging.Logger | logging.LoggerAdapter[Any]
 log = logging.getLogger(__name__)
 
 
@@ -96,10 +96,10 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
     cluster_label = context.cluster_name(spec.get("clusterRef"))
     with context.resource_lock(uid), metrics.reconcile("PartitionReassignment", uid, status=status, patch=patch,
                                                        cluster=cluster_label) as tick_metrics:
-        now = reconciler.now_rfc3339()
+        now = now_rfc3339()
         inputs = parse_and_connect(
             spec, parse_spec, context.kafka,
-            lambda problems: _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now)),
+            lambda problems: post_outcome(body, patch, reconciler.invalid_outcome(status, generation, problems, now)),
             refuse_unknown_cluster=status.get("observedGeneration") != generation)
         if inputs is None:
             return
@@ -110,24 +110,19 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
             if planned is None:
                 return
             if isinstance(planned, reconciler.TickOutcome):
-                _apply(body, patch, planned)
+                post_outcome(body, patch, planned)
                 return
             intent = replace(intent, targets={tp: Target(r) for tp, r in planned.targets.items()})
         originals = context.rollbacks.load(meta["namespace"], meta["name"])
         assert partitionreassignment_claims is not None, "Kopf passes every index to every handler"
         ports = _ports(body, parsed, context, kafka, partitionreassignment_claims)
-        try:
+        with kafka_refusals_retried(logger):
             outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(status, originals), ports=ports,
                                       now=now)
-        except KafkaRequestRefused as exc:
-            logger.warning("Kafka refused a read: %s", exc)
-            raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
         tick_metrics.settle(originals, outcome)
-        if outcome is None:
-            return
-        if any(e.reason == "KafkaUnavailable" for e in outcome.events):
+        if lost_kafka(outcome):
             context.forget_kafka(parsed.cluster_ref)
-        _apply(body, patch, outcome)
+        post_outcome(body, patch, outcome)
 
 
 def _plan_step(body: kopf.Body, parsed: PartitionReassignmentSpec, *, context: OperatorContext, kafka: KafkaAdmin,
@@ -241,10 +236,6 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
         except (KafkaUnavailable, KafkaRequestRefused) as exc:
             context.forget_kafka(parsed.cluster_ref)
             raise kopf.TemporaryError(f"cannot cancel the moves in flight yet: {exc}", delay=5) from exc
-
-
-def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome) -> None:
-    post_outcome(body, patch, outcome.status, outcome.events)
 
 
 def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:

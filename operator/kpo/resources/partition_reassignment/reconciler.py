@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import Event
+from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, Problem, Progress, progress
 from kpo.domain.throttle import ThrottleJournal
@@ -43,10 +43,6 @@ class TickOutcome:
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
     decision: Decision | None = None
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool) -> ClusterView:
@@ -321,4 +317,4 @@ def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[P
         events=[Event("Warning", decision.reason, message)], decision=decision)
 
 
-__all__ = ["PartitionStatus", "TickOutcome", "invalid_outcome", "now_rfc3339", "observe", "tick"]
+__all__ = ["PartitionStatus", "TickOutcome", "invalid_outcome", "observe", "tick"]

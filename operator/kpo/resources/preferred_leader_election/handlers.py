@@ -9,7 +9,6 @@ metrics (an optional handler: it adds no finalizer of its own).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
@@ -18,16 +17,14 @@ from kubernetes.client.exceptions import ApiException
 
 from kpo import metrics
 from kpo.api import GROUP, VERSION
-from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources import parse_and_connect, post_outcome
+from kpo.resources import Logger, kafka_refusals_retried, lost_kafka, parse_and_connect, post_outcome
 from kpo.resources.preferred_leader_election import reconciler
-from kpo.resources.preferred_leader_election.lifecycle import KAFKA_UNAVAILABLE, Reassignment
+from kpo.resources.preferred_leader_election.lifecycle import Reassignment
 from kpo.resources.preferred_leader_election.spec import intent_of, memory_of, parse_spec
 from kpo.runtime import OperatorContext
 
 PLURAL = "preferredleaderelections"
 REASSIGNMENTS = "partitionreassignments"
-Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
 def _context(memo: Any) -> OperatorContext:
@@ -62,13 +59,13 @@ def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
                                                        cluster=cluster_label) as tick_metrics:
         inputs = parse_and_connect(
             spec, parse_spec, context.kafka,
-            lambda problems: _apply(body, patch,
-                                    reconciler.invalid_outcome(status, generation, problems, reconciler.utcnow())))
+            lambda problems: post_outcome(
+                body, patch, reconciler.invalid_outcome(status, generation, problems, reconciler.utcnow())))
         if inputs is None:
             return
         parsed, kafka = inputs
         namespace = meta["namespace"]
-        try:
+        with kafka_refusals_retried(logger):
             outcome = reconciler.tick(
                 status=status,
                 intent=intent_of(parsed, generation),
@@ -77,18 +74,10 @@ def preferredleaderelection_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
                 read_after=lambda name: read_reassignment(context.api, namespace, name),
                 resource=f"{namespace}/{meta['name']}",
             )
-        except KafkaRequestRefused as exc:
-            logger.warning("Kafka refused a read: %s", exc)
-            raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
         tick_metrics.settle({}, outcome)
-        if outcome is not None and any(e.reason == KAFKA_UNAVAILABLE for e in outcome.events):
+        if lost_kafka(outcome):
             context.forget_kafka(parsed.cluster_ref)
-        _apply(body, patch, outcome)
-
-
-def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome | None) -> None:
-    if outcome is not None:
-        post_outcome(body, patch, outcome.status, outcome.events)
+        post_outcome(body, patch, outcome)
 
 
 def preferredleaderelection_delete(*, uid: str, **_: Any) -> None:

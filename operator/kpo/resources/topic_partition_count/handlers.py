@@ -8,21 +8,19 @@ the metrics (an optional handler: it adds no finalizer of its own).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
 
 from kpo import metrics
 from kpo.api import GROUP, VERSION
-from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources import parse_and_connect, post_outcome
+from kpo.domain.conditions import now_rfc3339
+from kpo.resources import Logger, kafka_refusals_retried, lost_kafka, parse_and_connect, post_outcome
 from kpo.resources.topic_partition_count import reconciler
 from kpo.resources.topic_partition_count.spec import intent_of, memory_of, parse_spec
 from kpo.runtime import OperatorContext
 
 PLURAL = "topicpartitioncounts"
-Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
 def _context(memo: Any) -> OperatorContext:
@@ -40,28 +38,20 @@ def topicpartitioncount_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spe
     cluster_label = context.cluster_name(spec.get("clusterRef"))
     with context.resource_lock(uid), metrics.reconcile("TopicPartitionCount", uid, status=status, patch=patch,
                                                        cluster=cluster_label) as tick_metrics:
-        now = reconciler.now_rfc3339()
+        now = now_rfc3339()
         inputs = parse_and_connect(
             spec, parse_spec, context.kafka,
-            lambda problems: _apply(body, patch, reconciler.invalid_outcome(status, generation, problems, now)))
+            lambda problems: post_outcome(body, patch, reconciler.invalid_outcome(status, generation, problems, now)))
         if inputs is None:
             return
         parsed, kafka = inputs
-        try:
+        with kafka_refusals_retried(logger):
             outcome = reconciler.tick(status=status, intent=intent_of(parsed, generation), memory=memory_of(status),
                                       kafka=kafka, now=now, resource=f"{meta['namespace']}/{meta['name']}")
-        except KafkaRequestRefused as exc:
-            logger.warning("Kafka refused a read: %s", exc)
-            raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
         tick_metrics.settle({}, outcome)
-        if outcome is not None and any(e.reason == "KafkaUnavailable" for e in outcome.events):
+        if lost_kafka(outcome):
             context.forget_kafka(parsed.cluster_ref)
-        _apply(body, patch, outcome)
-
-
-def _apply(body: kopf.Body, patch: kopf.Patch, outcome: reconciler.TickOutcome | None) -> None:
-    if outcome is not None:
-        post_outcome(body, patch, outcome.status, outcome.events)
+        post_outcome(body, patch, outcome)
 
 
 def topicpartitioncount_delete(*, uid: str, **_: Any) -> None:

@@ -13,7 +13,6 @@ the count.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import Event
+from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.keyremap import RemapReport
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
@@ -53,10 +52,6 @@ class TickOutcome:
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
     decision: Decision | None = None
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def observe(kafka: KafkaAdmin, topic: str) -> Observation:
