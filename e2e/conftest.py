@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from e2e.kube_support import Resources, install_crds
 from e2e.operator_support import OperatorProcess, operator_env
+from kpo.kafka.client import ROUTE_AROUND_DEAD_NODES
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import LIMITED_USER, SCRAM_MECHANISM
 from kpo_testbed.paths import REPO_ROOT
@@ -54,7 +55,8 @@ def bootstrap_servers(testbed: Testbed) -> str:
 
 @pytest.fixture(scope="session")
 def kafka_admin(bootstrap_servers: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "logger": QUIET})
+    # The operator's own routing settings: with a node killed, a default client waits out its whole timeout on it.
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "logger": QUIET, **ROUTE_AROUND_DEAD_NODES})
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
@@ -21,6 +21,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+
+if TYPE_CHECKING:
+    from kpo_testbed import Testbed
 
 T = TypeVar("T")
 
@@ -41,6 +44,18 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
 
 
+def wait_for_new_controller(testbed: Testbed, old: int, timeout: float = 90) -> None:
+    """Wait until the KRaft quorum has elected an active controller other than ``old``."""
+
+    def new_controller() -> bool:
+        try:
+            return testbed.active_controller() != old
+        except RuntimeError:  # the quorum is still electing: the tool times out
+            return False
+
+    wait_for(new_controller, timeout, "a new active controller")
+
+
 def create_topic(admin: AdminClient, name: str, partitions: int, *, replication_factor: int = -1,
                  assignment: list[list[int]] | None = None, config: dict[str, str] | None = None) -> None:
     if assignment is not None:
@@ -54,8 +69,17 @@ def create_topic(admin: AdminClient, name: str, partitions: int, *, replication_
 
 
 def describe_topic(admin: AdminClient, name: str) -> dict[int, tuple[list[int], int, list[int]]]:
-    """partition -> (replicas, leader, isr) from DescribeTopics."""
-    desc = admin.describe_topics(TopicCollection([name]))[name].result(timeout=30)
+    """partition -> (replicas, leader, isr) from DescribeTopics.
+
+    Asked up to three times with a 10 s limit: a request sent to a node that was just killed gets no answer, and the
+    next one goes to a live node once the client's metadata has dropped the dead one."""
+    for attempt in range(3):
+        try:
+            desc = admin.describe_topics(TopicCollection([name]), request_timeout=10)[name].result(timeout=15)
+            break
+        except (KafkaException, TimeoutError):
+            if attempt == 2:
+                raise
     return {p.id: ([r.id for r in p.replicas], p.leader.id if p.leader else -1, [r.id for r in p.isr])
             for p in desc.partitions}
 
@@ -82,6 +106,22 @@ def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int |
     for resource in resources:
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=30)
+
+
+def broker_rate(admin: AdminClient, broker: int, key: str = "leader.replication.throttled.rate") -> str | None:
+    """A replication throttle rate set on ``broker`` (None: not set)."""
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
+    entry = entries.get(key)
+    return None if entry is None or entry.is_default else str(entry.value)
+
+
+def topic_list(admin: AdminClient, topic: str, key: str) -> set[str]:
+    """The entries of a list-valued topic config, e.g. ``leader.replication.throttled.replicas``."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
+    value = entries[key].value or ""
+    return {e for e in value.split(",") if e}
 
 
 @contextlib.contextmanager

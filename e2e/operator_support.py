@@ -52,6 +52,14 @@ class OperatorProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
 
+    def peak_rss_bytes(self) -> int:
+        """The operator process's peak resident set size so far (VmHWM), from /proc."""
+        assert self.proc is not None and self.proc.poll() is None, "the operator is not running"
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmHWM in /proc/<pid>/status")
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

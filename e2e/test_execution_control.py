@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka.admin import KafkaAdminClient
 
-from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
+from e2e.kafka_support import broker_rate, create_topic, describe_topic, replicas_of, topic_list, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
 
@@ -90,20 +90,6 @@ def test_max_moves_per_broker_direction_is_never_exceeded(kafka_admin: AdminClie
     assert replicas_of(kafka_admin, topic_name) == targets
 
 
-def _broker_rate(admin: AdminClient, broker: int) -> str | None:
-    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
-    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
-    entry = entries.get("leader.replication.throttled.rate")
-    return None if entry is None or entry.is_default else str(entry.value)
-
-
-def _topic_list(admin: AdminClient, topic: str, key: str) -> set[str]:
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = next(iter(admin.describe_configs([resource]).values())).result(timeout=30)
-    value = entries[key].value or ""
-    return {e for e in value.split(",") if e}
-
-
 def _set(admin: AdminClient, kind: ConfigResource.Type, name: str, key: str, value: str | None) -> None:
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
     resource = ConfigResource(kind, name, incremental_configs=[ConfigEntry(key, value or "", incremental_operation=op)])
@@ -122,13 +108,13 @@ def test_throttles_set_while_moving_removed_after_and_others_kept(kafka_admin: A
         resources.create(KPR, "throttled", {"partitions": spec_partitions(topic_name, {0: [2], 1: [1]}),
                                             "execution": {"throttle": 50_000}})
         wait_for(lambda: len(ongoing(bootstrap_servers, topic_name)) == 2, 60, "both moves in flight")
-        wait_for(lambda: _broker_rate(kafka_admin, 1) == "50000" and _broker_rate(kafka_admin, 2) == "50000", 30,
+        wait_for(lambda: broker_rate(kafka_admin, 1) == "50000" and broker_rate(kafka_admin, 2) == "50000", 30,
                  "kpo's rate on brokers 1 and 2")
-        assert _broker_rate(kafka_admin, 3) == "777777", "someone else's rate is not overridden"
+        assert broker_rate(kafka_admin, 3) == "777777", "someone else's rate is not overridden"
         # Existing replicas serve the copies (leader side), new ones fetch them (follower side); 9:9 was there.
-        wait_for(lambda: _topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas")
+        wait_for(lambda: topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas")
                  == {"9:9", "0:1", "1:2"}, 30, "kpo's leader entries appended to the pre-existing one")
-        wait_for(lambda: _topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas")
+        wait_for(lambda: topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas")
                  == {"0:2", "1:1"}, 30, "kpo's follower entries")
         status = resources.status(KPR, "throttled")
         assert status["throttle"]["rate"] == 50_000 and status["throttle"]["brokers"] == [1, 2]
@@ -137,12 +123,12 @@ def test_throttles_set_while_moving_removed_after_and_others_kept(kafka_admin: A
         resources.patch_spec(KPR, "throttled", {"execution": {"throttle": 5_000_000}})
         status = resources.wait_phase(KPR, "throttled", "Succeeded", timeout=120)
         assert "throttle" not in status or status["throttle"] is None
-        wait_for(lambda: _broker_rate(kafka_admin, 1) is None and _broker_rate(kafka_admin, 2) is None, 30,
+        wait_for(lambda: broker_rate(kafka_admin, 1) is None and broker_rate(kafka_admin, 2) is None, 30,
                  "kpo's rates to be removed")
-        assert _broker_rate(kafka_admin, 3) == "777777"
-        wait_for(lambda: _topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas") == {"9:9"},
+        assert broker_rate(kafka_admin, 3) == "777777"
+        wait_for(lambda: topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas") == {"9:9"},
                  30, "only the pre-existing leader entry to remain")
-        wait_for(lambda: _topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == set(),
+        wait_for(lambda: topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == set(),
                  30, "kpo's follower entries to be removed")
         assert "ThrottleRemoved" in [e.reason for e in resources.events("throttled")]
     finally:

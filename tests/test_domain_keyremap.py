@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import tracemalloc
 from fractions import Fraction
 from math import lcm
 
@@ -26,13 +28,14 @@ def test_doubling_moves_exactly_half_and_each_new_partition_has_one_source() -> 
         report = remap_report(old, 2 * old)
         assert report.remapped_fraction == Fraction(1, 2)
         assert report.single_source
-        assert report.sources == tuple((p % old,) for p in range(2 * old))
+        assert [tuple(report.feeders(p)) for p in range(2 * old)] == [(p % old,) for p in range(2 * old)]
 
 
 def test_six_to_eight_and_six_to_twelve() -> None:
     assert remapped_fraction(6, 8) == Fraction(3, 4)
     assert remapped_fraction(6, 12) == Fraction(1, 2)
-    assert remap_report(6, 8).sources == tuple((0, 2, 4) if p % 2 == 0 else (1, 3, 5) for p in range(8))
+    assert [tuple(remap_report(6, 8).feeders(p)) for p in range(8)] == [(0, 2, 4) if p % 2 == 0 else (1, 3, 5)
+                                                                      for p in range(8)]
     assert not remap_report(6, 8).single_source
 
 
@@ -84,3 +87,29 @@ def test_real_murmur2_hashes_of_random_keys_agree_with_the_exact_fraction(old: i
 def test_invalid_counts_and_partitions_are_refused(old: int, new: int, partition: int) -> None:
     with pytest.raises(ValueError):
         old_partitions_feeding(old, new, partition)
+
+
+def test_receiving_partitions_are_those_fed_by_another_old_partition() -> None:
+    for old in range(1, 25):
+        for new in range(old, 50):
+            report = remap_report(old, new)
+            by_definition = [p for p in range(new) if old_partitions_feeding(old, new, p) != (p,)]
+            assert list(report.receiving()) == by_definition, (old, new)
+            assert report.single_source == all(len(report.feeders(p)) == 1 for p in range(new)), (old, new)
+
+
+def test_a_huge_count_costs_no_memory() -> None:
+    """The report is arithmetic on N and M: growing to 2**31 - 1 partitions allocates nothing per partition."""
+    tracemalloc.start()
+    try:
+        for new in (20_000_001, 2**31 - 1):
+            report = remap_report(6, new)
+            fraction = report.remapped_fraction
+            receivers = list(itertools.islice(report.receiving(), 64))
+            feeders = report.feeders(new - 1)
+            assert len(receivers) == 64 and len(feeders) in (1, 2, 3, 6)
+            assert 0 < fraction < 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000, f"{peak} bytes"

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import json
 
+from kpo.api.partition_reassignment import MAX_EXPLICIT_PARTITIONS
 from kpo.domain import conditions as cond
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import (
+    PROBLEM_CHARS,
+    PROBLEMS_SHOWN,
+    ROLLBACK_BUDGET_BYTES,
     PartitionStatus,
+    Problem,
     Target,
+    changes_replication_factor,
     classify,
     parse_reassignment_document,
     progress,
     rollback_document,
+    rollback_json,
+    settled,
+    summarize,
     validate,
 )
 from kpo.scheduler import WriteRates
@@ -68,18 +77,108 @@ def test_progress_counts_bytes_from_the_original_replicas() -> None:
 def test_validate_log_dirs_against_the_brokers_dirs() -> None:
     v = ClusterView(brokers={1: Broker(1), 2: Broker(2)}, partitions={P0: PartitionState((1,), 1, (1,))},
                     topics=frozenset({"t"}), log_dirs={1: frozenset({"/a", "/b"}), 2: frozenset({"/c"})})
-    assert validate({P0: Target((1, 2), ("/a", "any"))}, v) == []
-    problems = validate({P0: Target((1, 2), ("/c", "/c"))}, v)
+    assert validate({P0: Target((1, 2), ("/a", "any"))}, v, internal_topics=(), allow_rf_decrease=False) == []
+    problems = validate({P0: Target((1, 2), ("/c", "/c"))}, v, internal_topics=(), allow_rf_decrease=False)
     assert [p.reason for p in problems] == ["UnknownLogDir"]
     assert problems[0].field == "spec.partitions[0].logDirs"
+
+
+OFFSETS = TopicPartition("__consumer_offsets", 0)
+THREE = ClusterView(brokers={b: Broker(b) for b in (1, 2, 3, 4)},
+                    partitions={tp: PartitionState((1, 2, 3), 1, (1, 2, 3)) for tp in (P0, OFFSETS)},
+                    topics=frozenset({"t", "__consumer_offsets"}))
+
+
+def test_validate_refuses_the_topics_named_internal_and_nothing_else() -> None:
+    targets = {OFFSETS: Target((2, 3, 4)), P0: Target((2, 3, 4))}
+    problems = validate(targets, THREE, internal_topics={"__consumer_offsets"}, allow_rf_decrease=False)
+    assert [(p.field, p.reason) for p in problems] == [("spec.partitions[0].topic", "InternalTopic")]
+    assert "allowInternalTopics" in problems[0].message
+    assert validate(targets, THREE, internal_topics=(), allow_rf_decrease=False) == []
+
+
+def test_validate_refuses_a_shorter_replica_list_unless_acknowledged() -> None:
+    shrink = {P0: Target((1, 2))}
+    problems = validate(shrink, THREE, internal_topics=(), allow_rf_decrease=False)
+    assert [(p.field, p.reason) for p in problems] == [("spec.partitions[0].replicas", "ReplicationFactorDecrease")]
+    assert "[1, 2]" in problems[0].message and "[1, 2, 3]" in problems[0].message
+    assert "allowReplicationFactorDecrease" in problems[0].message
+    assert validate(shrink, THREE, internal_topics=(), allow_rf_decrease=True) == []
+    # Growing or keeping the factor needs no acknowledgement.
+    assert validate({P0: Target((1, 2, 3, 4))}, THREE, internal_topics=(), allow_rf_decrease=False) == []
+    assert validate({P0: Target((4, 3, 2))}, THREE, internal_topics=(), allow_rf_decrease=False) == []
+
+
+def test_validate_counts_a_moving_partition_by_the_replicas_it_had_before_the_move() -> None:
+    # (1, 2) -> (3, 4, 1) in flight: Kafka lists 3, 4, 1, 2, but the partition's own factor is still 2.
+    v = ClusterView(brokers=THREE.brokers, partitions={P0: PartitionState((3, 4, 1, 2), 1, (1, 2))},
+                    ongoing={P0: OngoingReassignment((3, 4, 1, 2), (3, 4), (2,))}, topics=frozenset({"t"}))
+    assert validate({P0: Target((3, 4))}, v, internal_topics=(), allow_rf_decrease=False) == []
+    assert [p.reason for p in validate({P0: Target((3,))}, v, internal_topics=(), allow_rf_decrease=False)] == [
+        "ReplicationFactorDecrease"]
+
+
+def test_a_replication_factor_change_is_counted_as_kafkas_controller_counts_it() -> None:
+    # KIP-860 compares with the replicas a partition is headed for: the target of a move in progress.
+    assert not changes_replication_factor(P0, (4, 3, 2), THREE)
+    assert changes_replication_factor(P0, (1, 2), THREE)
+    assert changes_replication_factor(P0, (1, 2, 3, 4), THREE)
+    moving = ClusterView(brokers=THREE.brokers, partitions={P0: PartitionState((1, 2, 3, 4), 1, (1, 2, 3))},
+                         ongoing={P0: OngoingReassignment((1, 2, 3, 4), (4,), ())})
+    assert not changes_replication_factor(P0, (4, 3, 2, 1), moving)
+    assert changes_replication_factor(P0, (1, 2, 3), moving), "back to three is a change from the four in progress"
+
+
+def test_settled_drops_a_move_that_ended_before_describe_topics_read_the_partition() -> None:
+    move = OngoingReassignment((3, 4, 1, 2), (3, 4), (1, 2))
+    mid_move = {P0: PartitionState((3, 4, 1, 2), 1, (1, 2))}
+    assert settled({P0: move}, mid_move) == {P0: move}
+    assert settled({P0: move}, {P0: PartitionState((3, 4), 3, (3, 4))}) == {}, "finished in between"
+    assert settled({P0: move}, {P0: PartitionState((1, 2), 1, (1, 2))}) == {}, "cancelled in between"
+    assert settled({P0: move}, {}) == {}, "deleted in between"
 
 
 def test_rollback_document_is_kafka_reassign_partitions_json_and_round_trips() -> None:
     doc = rollback_document({P1: (2, 3), P0: (1, 2)})
     assert json.loads(json.dumps(doc)) == {"version": 1, "partitions": [
-        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]},
-        {"topic": "t", "partition": 1, "replicas": [2, 3], "log_dirs": ["any", "any"]}]}
+        {"topic": "t", "partition": 0, "replicas": [1, 2]},
+        {"topic": "t", "partition": 1, "replicas": [2, 3]}]}
     assert parse_reassignment_document(doc) == {P0: (1, 2), P1: (2, 3)}
+    assert json.loads(rollback_json({P1: (2, 3), P0: (1, 2)})) == doc
+
+
+def big_view(topic: str, count: int) -> ClusterView:
+    return ClusterView(brokers={b: Broker(b) for b in (1, 2, 3)},
+                       partitions={TopicPartition(topic, p): PartitionState((1, 2, 3), 1, (1, 2, 3))
+                                   for p in range(count)}, topics=frozenset({topic}))
+
+
+def test_the_rollback_record_of_the_most_entries_fits_with_29_character_topic_names() -> None:
+    topic = "t" * 29
+    view = big_view(topic, MAX_EXPLICIT_PARTITIONS)
+    targets = {tp: Target((2, 3, 1)) for tp in view.partitions}
+    assert validate(targets, view, internal_topics=(), allow_rf_decrease=False) == []
+    assert len(rollback_json({tp: (1, 2, 3) for tp in targets})) <= ROLLBACK_BUDGET_BYTES
+
+
+def test_a_rollback_record_too_large_for_its_config_map_is_refused_with_how_to_split() -> None:
+    view = big_view("t" * 200, 5000)
+    problems = validate({tp: Target((2, 3, 1)) for tp in view.partitions}, view, internal_topics=(),
+                        allow_rf_decrease=False)
+    assert [p.reason for p in problems] == ["RollbackTooLarge"]
+    assert "split the spec into PartitionReassignments of at most about" in problems[0].message
+
+
+def test_a_summary_of_many_problems_names_the_first_and_counts_the_rest() -> None:
+    problems = [Problem(f"spec.partitions[{i}].topic", "UnknownTopic", f"topic 'x{i}' does not exist")
+                for i in range(9_000)] + [Problem("spec.partitions[9000].replicas", "UnknownBroker", "b" * 5000)]
+    text = summarize(problems)
+    assert text.startswith("spec.partitions[0].topic: topic 'x0' does not exist; ")
+    assert "spec.partitions[19].topic" in text and "spec.partitions[20].topic" not in text
+    assert text.endswith("and 8981 more problem(s) (8980 UnknownTopic, 1 UnknownBroker; 9001 in all)")
+    assert len(text) < PROBLEMS_SHOWN * PROBLEM_CHARS + 200
+    assert len(summarize([problems[-1]])) == PROBLEM_CHARS
+    assert summarize(problems[:2]) == "; ".join(str(p) for p in problems[:2])
 
 
 def claim(key: str, created: str, partitions: set[TopicPartition], in_flight: set[TopicPartition] | None = None,

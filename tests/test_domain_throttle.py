@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kpo.domain.model import TopicPartition
+from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.domain.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -10,11 +10,16 @@ from kpo.domain.throttle import (
     LEADER_REPLICAS,
     ConfigChange,
     ThrottleJournal,
+    applied_only,
     apply_changes,
+    describe_pending,
     journal,
     plan,
+    reachable,
     removal_changes,
 )
+from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+from kpo.resources.partition_reassignment.throttling import ensure, remove
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -81,3 +86,161 @@ def test_journal_round_trips_through_json() -> None:
                            follower_replicas={"b": frozenset({"1:2"})})
     assert ThrottleJournal.from_json(mine.to_json()) == mine
     assert ThrottleJournal.from_json(None).empty
+
+
+# ------------------------------------------------------------------------- removal with a broker down (#12)
+
+
+class _Kafka:
+    """An in-memory stand-in for the admin client: records config changes; brokers in ``down`` do not answer."""
+
+    def __init__(self, down: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        self.down = down
+        self.applied: list[ConfigChange] = []
+
+    def alter_configs(self, changes: list[ConfigChange]) -> None:
+        if any(c.resource == "broker" and int(c.name) in self.down for c in changes):
+            raise KafkaUnavailable("broker did not answer")
+        self.applied.extend(changes)
+
+    def broker_configs(self, brokers: set[int], names: object) -> dict[int, dict[str, str]]:
+        if brokers & self.down:
+            raise KafkaUnavailable("broker did not answer")
+        return {}
+
+    def topic_configs(self, topics: set[str], names: object) -> dict[str, dict[str, str]]:
+        return {}
+
+
+MINE = ThrottleJournal(rate=1000, brokers=frozenset({1, 2, 3}), leader_replicas={"a": frozenset({"0:1"})},
+                       follower_replicas={"a": frozenset({"0:3"}), "b": frozenset({"0:2"})})
+
+
+def test_without_keeps_only_the_entities_not_yet_cleaned() -> None:
+    left = MINE.without(brokers=[1, 3], topics=["a"])
+    assert left.brokers == {2} and left.topics == {"b"} and not left.empty
+    assert MINE.without(brokers=[1, 2, 3], topics=["a", "b"]).empty
+
+
+def test_removal_takes_topics_and_live_brokers_back_and_keeps_a_down_broker_for_later() -> None:
+    kafka, saved = _Kafka(), []
+    left = remove(kafka, MINE, [], saved.append, live_brokers={1, 3})  # type: ignore[arg-type]
+    assert left == ThrottleJournal(rate=1000, brokers=frozenset({2}))
+    assert saved == [left]
+    assert {(c.resource, c.name) for c in kafka.applied} == {("topic", "a"), ("topic", "b"), ("broker", "1"),
+                                                             ("broker", "3")}
+    assert "broker(s) [2]" in describe_pending(left, unreachable={2}) and "not available" in describe_pending(
+        left, unreachable={2})
+    # The broker is back: only its rates are left to take back, and then nothing is.
+    kafka2 = _Kafka()
+    assert remove(kafka2, left, [], saved.append, live_brokers={1, 2, 3}).empty  # type: ignore[arg-type]
+    assert {(c.resource, c.name) for c in kafka2.applied} == {("broker", "2")}
+    assert saved[-1] == ThrottleJournal()
+
+
+def test_removal_keeps_a_broker_that_does_not_answer_although_listed_live() -> None:
+    kafka, saved = _Kafka(down={3}), []
+    left = remove(kafka, MINE, [], saved.append, live_brokers={1, 2, 3})  # type: ignore[arg-type]
+    assert left.brokers == {3} and not left.topics
+
+
+def test_reachable_keeps_topic_changes_and_the_live_brokers_rates_only() -> None:
+    changes = [ConfigChange("broker", "2", LEADER_RATE, "SET", "1"),
+               ConfigChange("broker", "3", LEADER_RATE, "SET", "1"),
+               ConfigChange("topic", "a", LEADER_REPLICAS, "APPEND", "0:3")]
+    assert reachable(changes, {1, 2}) == [changes[0], changes[2]]
+
+
+def test_ensure_with_a_destination_broker_down_throttles_the_rest_and_adds_the_broker_when_it_is_back() -> None:
+    moves = {A0: ((1, 2), (1, 3))}
+    kafka, saved = _Kafka(down={3}), []
+    mine = ensure(kafka, 1000, moves, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+                  live_brokers={1, 2})
+    assert mine.brokers == {1, 2}, "the down broker is not recorded: nothing was applied to it"
+    assert {(c.resource, c.name) for c in kafka.applied} == {("broker", "1"), ("broker", "2"), ("topic", "a")}
+    back = _Kafka()
+    mine = ensure(back, 1000, moves, previous=mine, others=[], save=saved.append,  # type: ignore[arg-type]
+                  live_brokers={1, 2, 3})
+    assert mine.brokers == {1, 2, 3}
+    assert ("broker", "3") in {(c.resource, c.name) for c in back.applied}
+    assert saved[-1] == mine
+
+
+def test_ensure_never_asks_a_down_broker_it_throttled_before() -> None:
+    before = ThrottleJournal(rate=1000, brokers=frozenset({1, 2, 3}), follower_replicas={"a": frozenset({"0:3"})})
+    kafka = _Kafka(down={3})
+    mine = ensure(kafka, 1000, {A0: ((1, 2), (1, 3))}, previous=before, others=[], save=[].append,  # type: ignore[arg-type]
+                  live_brokers={1, 2})
+    assert mine.brokers == {1, 2, 3}, "still kpo's to take back once the broker returns"
+    assert all(c.name != "3" for c in kafka.applied)
+
+
+# ------------------------------------------------------------- a throttle change Kafka refuses (#12, describe-only)
+
+
+def test_applied_only_drops_refused_entities_and_keeps_what_was_recorded_before() -> None:
+    previous = ThrottleJournal(rate=1000, brokers=frozenset({1}), follower_replicas={"a": frozenset({"1:1"})})
+    cut = applied_only(MINE, previous, [("broker", "1"), ("broker", "3"), ("topic", "a")])
+    assert cut.brokers == {1, 2}  # broker 1 was applied by an earlier tick; 3 never was
+    assert cut.leader_replicas == {} and cut.follower_replicas == {"a": frozenset({"1:1"}), "b": frozenset({"0:2"})}
+    assert applied_only(MINE, ThrottleJournal(), [("broker", "1"), ("broker", "2"), ("broker", "3"),
+                                                  ("topic", "a"), ("topic", "b")]).empty
+    assert applied_only(MINE, ThrottleJournal(), []) == MINE
+
+
+class _Refusing(_Kafka):
+    """Refuses IncrementalAlterConfigs on the entities in ``refused``, as an authorizer without the ACL does."""
+
+    def __init__(self, refused: set[tuple[str, str]]) -> None:
+        super().__init__()
+        self.refused = refused
+        self.asked: list[tuple[str, str]] = []
+
+    def broker_configs(self, brokers: object, names: object) -> dict[int, dict[str, str]]:
+        return {}
+
+    def topic_configs(self, topics: object, names: object) -> dict[str, dict[str, str]]:
+        return {}
+
+    def alter_configs(self, changes: list[ConfigChange]) -> None:
+        self.asked.extend(dict.fromkeys((c.resource, c.name) for c in changes))
+        if any((c.resource, c.name) in self.refused for c in changes):
+            raise KafkaRequestRefused(KafkaRefusal("CLUSTER_AUTHORIZATION_FAILED", "needs AlterConfigs"))
+        super().alter_configs(changes)
+
+
+MOVES = {A0: ((1, 2), (2, 3))}
+
+
+def test_a_throttle_refused_everywhere_leaves_an_empty_journal() -> None:
+    kafka, saved = _Refusing({("broker", "1"), ("broker", "2"), ("broker", "3"), ("topic", "a")}), []
+    try:
+        ensure(kafka, 1000, MOVES, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+               live_brokers={1, 2, 3})
+    except KafkaRequestRefused as exc:
+        assert exc.refusal.code == "CLUSTER_AUTHORIZATION_FAILED"
+    else:
+        raise AssertionError("the refusal must reach the tick")
+    assert not saved[0].empty  # journal first, as always ...
+    assert saved[-1].empty  # ... cut back once Kafka refused
+    assert kafka.asked == [("broker", "1")] and kafka.applied == []  # nothing more is sent after a refusal
+
+
+def test_a_throttle_refused_for_a_topic_keeps_the_brokers_it_set() -> None:
+    kafka, saved = _Refusing({("topic", "a")}), []
+    try:
+        ensure(kafka, 1000, MOVES, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+               live_brokers={1, 2, 3})
+    except KafkaRequestRefused:
+        pass
+    else:
+        raise AssertionError("the refusal must reach the tick")
+    assert saved[-1] == ThrottleJournal(rate=1000, brokers=frozenset({1, 2, 3}))
+    assert {(c.resource, c.name) for c in kafka.applied} == {("broker", "1"), ("broker", "2"), ("broker", "3")}
+
+
+def test_a_throttle_applied_in_full_keeps_the_whole_journal() -> None:
+    kafka, saved = _Refusing(set()), []
+    mine = ensure(kafka, 1000, MOVES, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+                  live_brokers={1, 2, 3})
+    assert saved == [mine] and mine.brokers == {1, 2, 3} and mine.topics == {"a"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import PartitionStatus, Target
 from kpo.resources.partition_reassignment.lifecycle import (
@@ -66,7 +68,8 @@ def test_pending_to_invalid_for_a_missing_topic_and_partition() -> None:
 def test_pending_to_invalid_below_min_insync_replicas() -> None:
     v = view({P0: (1, 2, 3)})
     v = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, min_insync={T: 2})
-    d = decide(intent({P0: (1,)}), Memory(), Observation(v))
+    shrink = replace(intent({P0: (1,)}), allow_replication_factor_decrease=True)
+    d = decide(shrink, Memory(), Observation(v))
     assert d.phase is Phase.INVALID and d.reason == "BelowMinInsyncReplicas"
 
 
@@ -170,6 +173,14 @@ def test_executing_to_failed_once_nothing_else_runs() -> None:
     assert not d.submit, "a refused move is not retried for the same spec"
 
 
+def test_a_move_refused_for_want_of_an_acl_fails_as_not_authorized() -> None:
+    refused = {P1: KafkaRefusal("CLUSTER_AUTHORIZATION_FAILED", "needs Alter on the cluster")}
+    d = decide(intent({P0: (2, 3), P1: (3, 4)}), executing({}, failures=refused),
+               Observation(view({P0: (2, 3), P1: (1, 2)})))
+    assert d.phase is Phase.FAILED
+    assert d.reason == "NotAuthorized" and "needs Alter on the cluster" in d.message
+
+
 def test_executing_keeps_going_with_others_while_one_failed() -> None:
     refused = {P1: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no")}
     v = view({P0: (1, 2), P1: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
@@ -181,6 +192,13 @@ def test_executing_to_stopping_on_stop() -> None:
     v = view({P0: (1, 2)}, ongoing={P0: moving((1, 2), (2, 3))})
     d = decide(intent({P0: (2, 3)}, generation=2, stop=True), executing({P0: (2, 3)}), Observation(v))
     assert d.phase is Phase.STOPPING and d.cancel == (P0,)
+
+
+def test_executing_to_reverting_on_stop_with_revert_when_nothing_is_in_flight() -> None:
+    # P0's move completed between two ticks: nothing to cancel, so the way back starts at once.
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={}, originals={P0: (1, 2)})
+    d = decide(intent({P0: (2, 3)}, generation=2, stop=True, revert=True), memory, Observation(view({P0: (2, 3)})))
+    assert d.phase is Phase.REVERTING and d.submit == {P0: (1, 2)}
 
 
 def test_executing_to_invalid_when_the_spec_changes_to_an_impossible_one() -> None:
@@ -319,3 +337,64 @@ def test_a_replica_on_its_broker_but_in_another_log_dir_is_moved_and_not_yet_don
     done = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, log_dirs=v.log_dirs,
                        replica_dirs={(P0, 1): "/b1", (P0, 2): "/a2"})
     assert decide(logged, memory, Observation(done)).phase is Phase.SUCCEEDED
+
+
+# ------------------------------------------------------------------------------------------ a broker down (#12)
+
+
+def test_reverting_counts_a_partition_already_back_on_its_originals_as_reverted_though_one_is_down() -> None:
+    # P0's move was cancelled (KIP-455: back on 1, 5) while broker 5 is down: it is reverted, not skipped.
+    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 5), P1: (1, 5), P2: (1, 2)})
+    v = view({P0: (1, 5), P1: (2, 3), P2: (1, 2)})  # broker 5 is not live
+    d = decide(intent({P0: (2, 3), P1: (2, 3), P2: (3, 4)}, generation=2, stop=True, revert=True), memory,
+               Observation(v))
+    assert d.phase is Phase.REVERTED
+    assert set(d.skipped) == {P1}, "only the partition that is not back is skipped"
+    assert d.reason == "PartiallyReverted"
+    assert d.message.startswith("2 of 3 partition(s) reverted") and "orders-1" in d.message
+    assert "every partition" not in d.message
+
+
+def test_reverting_to_reverted_without_skips_says_every_partition() -> None:
+    memory = Memory(phase=Phase.REVERTING, observed_generation=2, originals={P0: (1, 2), P1: (2, 3)})
+    d = decide(intent({P0: (2, 3), P1: (3, 4)}, generation=2, stop=True, revert=True), memory,
+               Observation(view({P0: (1, 2), P1: (2, 3)})))
+    assert d.phase is Phase.REVERTED and d.reason == "Reverted" and not d.skipped
+    assert d.message == "every partition reverted to its original replicas"
+
+
+def test_executing_reports_an_in_flight_move_waiting_on_a_down_destination_broker() -> None:
+    # P0 copies to broker 5, which is down; P1 copies to broker 3, which is up.
+    v = view({P0: (1, 2, 5), P1: (1, 2, 3)}, ongoing={P0: moving((1, 2), (1, 5)), P1: moving((1, 2), (1, 3))})
+    d = decide(intent({P0: (1, 5), P1: (1, 3)}), executing({P0: (1, 5), P1: (1, 3)}), Observation(v))
+    assert d.phase is Phase.EXECUTING and not d.submit and not d.cancel
+    assert d.reason == "BrokerUnavailable" and d.unavailable_brokers == (5,)
+    assert d.message.startswith("broker(s) [5] not available: 1 move(s) wait on it: orders-0 (in flight)")
+    assert "0/2 partitions done, 2 moving" in d.message
+    progressing = next(c for c in d.conditions if c.type == "Progressing")
+    assert progressing.status and progressing.reason == "BrokerUnavailable"
+
+
+def test_executing_holds_back_a_move_to_a_down_broker_and_says_so() -> None:
+    v = view({P0: (1, 2), P1: (1, 2)})  # broker 5 is not live
+    d = decide(intent({P0: (1, 5), P1: (1, 3)}), executing({}), Observation(v))
+    assert d.phase is Phase.EXECUTING
+    assert d.submit == {P1: (1, 3)}, "nothing is sent towards a broker that is down"
+    assert d.reason == "BrokerUnavailable" and "orders-0 (not started)" in d.message
+
+
+def test_executing_without_a_down_broker_is_not_broker_unavailable() -> None:
+    v = view({P0: (1, 2, 3)}, ongoing={P0: moving((1, 2), (1, 3))})
+    d = decide(intent({P0: (1, 3)}), executing({P0: (1, 3)}), Observation(v))
+    assert d.reason == "Executing" and d.unavailable_brokers == ()
+
+
+def test_a_terminal_phase_with_throttles_left_is_not_ready_and_names_them() -> None:
+    for phase in (Phase.SUCCEEDED, Phase.REVERTED, Phase.STOPPED):
+        d = replace(decide(intent({P0: (2, 3)}), Memory(phase=phase, observed_generation=1),
+                           Observation(view({P0: (2, 3)}))), cleanup_pending="rates of broker(s) [2]")
+        by_type = {c.type: c for c in d.conditions}
+        assert d.phase is phase, "the partitions are where the phase says"
+        assert not by_type["Ready"].status and by_type["Progressing"].status and not by_type["Stalled"].status
+        assert by_type["Progressing"].reason == "ThrottleCleanupPending"
+        assert "rates of broker(s) [2]" in by_type["Progressing"].message

@@ -13,7 +13,7 @@ from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.reassignment import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
-from kpo.resources import kafka_refusals_retried, lost_kafka, parse_and_connect
+from kpo.resources import kafka_refusals_retried, lost_kafka, not_authorized_outcome, parse_and_connect
 from kpo.resources.topic_partition_count.reconciler import TickOutcome
 from kpo.resources.topic_partition_count.spec import parse_spec
 
@@ -72,9 +72,23 @@ def test_a_tick_that_lost_kafka_says_so_and_others_do_not() -> None:
 def test_a_read_kafka_refused_becomes_a_retry_on_kopfs_backoff() -> None:
     logger = logging.getLogger("test")
     with pytest.raises(kopf.TemporaryError, match="Kafka refused"), kafka_refusals_retried(logger):
-        raise KafkaRequestRefused(KafkaRefusal("TOPIC_AUTHORIZATION_FAILED"))
+        raise KafkaRequestRefused(KafkaRefusal("INVALID_REQUEST"))
     with pytest.raises(ValueError, match="not Kafka's"), kafka_refusals_retried(logger):
         raise ValueError("not Kafka's")
+
+
+def test_a_read_refused_for_want_of_an_acl_is_kept_for_a_failed_phase_not_retried() -> None:
+    refusal = KafkaRefusal("TOPIC_AUTHORIZATION_FAILED", "Kafka refused DescribeTopicPartitions on topic 't'")
+    with kafka_refusals_retried(logging.getLogger("test")) as refused:
+        raise KafkaRequestRefused(refusal)
+    assert refused.refusal == refusal
+    outcome = not_authorized_outcome({}, 3, refusal, "2026-01-01T00:00:00Z")
+    assert outcome is not None and outcome.status["phase"] == "Failed" and outcome.status["observedGeneration"] == 3
+    stalled = next(c for c in outcome.status["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "NotAuthorized" and "topic 't'" in stalled["message"]
+    assert [e.reason for e in outcome.events] == ["NotAuthorized"]
+    # Said once: the same refusal on the next tick writes nothing and posts no second Event.
+    assert not_authorized_outcome(outcome.status, 3, refusal, "2026-01-01T00:00:09Z") is None
 
 
 def test_the_timestamps_are_rfc3339_utc_in_whole_seconds() -> None:

@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS
 from kpo.domain.keyremap import remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState
 from kpo.resources.topic_partition_count.lifecycle import (
@@ -15,6 +16,7 @@ from kpo.resources.topic_partition_count.lifecycle import (
     NOT_ENOUGH_BROKERS,
     PARTITION_DECREASE,
     SOURCES_CAP,
+    TOO_MANY_NEW_PARTITIONS,
     TRANSITIONS,
     UNKNOWN_TOPIC,
     BrokerLoad,
@@ -83,6 +85,21 @@ def test_pending_to_invalid_for_a_decrease() -> None:
     assert d.phase is Phase.INVALID and d.reason == PARTITION_DECREASE and d.grow is None
     assert "Kafka cannot remove partitions" in d.message and d.current == 6
     assert d.report is None
+
+
+@pytest.mark.parametrize("wanted", [6 + MAX_NEW_PARTITIONS + 1, 20_000_001, 2**31 - 1])
+def test_pending_to_invalid_when_kafka_could_not_add_that_many_in_one_request(wanted: int) -> None:
+    # Asks for neither a key sample nor broker load: both would work per new partition.
+    d = decide(intent(wanted, sample_messages=1000), Memory(), observe(topic(6), load=None))
+    assert d.phase is Phase.INVALID and d.reason == TOO_MANY_NEW_PARTITIONS and d.grow is None and not d.needs
+    assert f"at most {6 + MAX_NEW_PARTITIONS}" in d.message and "nothing was sent" in d.message
+    assert d.report is not None and d.report.new_partitions == wanted
+    assert d.events[-1].type == "Warning"
+
+
+def test_pending_grows_by_exactly_the_most_kafka_adds_in_one_request() -> None:
+    d = decide(intent(6 + MAX_NEW_PARTITIONS, require_multiple=False), Memory(), observe(topic(6)))
+    assert d.phase is Phase.GROWING and d.grow is not None and len(d.grow.assignment or ()) == MAX_NEW_PARTITIONS
 
 
 def test_pending_to_succeeded_without_a_request_when_the_count_is_reached() -> None:
@@ -164,7 +181,7 @@ def test_pending_stays_pending_stalled_without_enough_live_brokers() -> None:
 def test_pending_asks_for_a_key_sample_when_asked_to_sample() -> None:
     d = decide(intent(12, sample_messages=1000), Memory(), observe(topic(6)))
     assert d.needs == {Need.KEY_SAMPLE}
-    sample = KeySample({(0, 0): 400, (0, 6): 600})
+    sample = KeySample({(False,): 400, (True,): 600})
     d = decide(intent(12, sample_messages=1000), Memory(), observe(topic(6), sample=sample))
     assert d.phase is Phase.GROWING and d.sample == sample
 
@@ -263,6 +280,6 @@ def test_sources_are_capped() -> None:
 
 
 def test_key_sample_counts_moved_messages() -> None:
-    sample = KeySample({(0, 0): 3, (1, 7): 5, (2, 2): 2})
+    sample = KeySample({(False,): 5, (True,): 5})
     assert (sample.messages, sample.moved, sample.moved_fraction) == (10, 5, Fraction(1, 2))
     assert KeySample().moved_fraction is None

@@ -24,7 +24,7 @@ NOW = "2025-01-01T12:00:00Z"
 
 class Cluster:
     def __init__(self, topics: dict[str, int], refuse: KafkaRefusal | None = None,
-                 keys: dict[tuple[int, ...], int] | None = None) -> None:
+                 keys: dict[tuple[bool, ...], int] | None = None) -> None:
         self.topics: dict[str, list[Replicas]] = {
             name: [(1 + p % 3, 1 + (p + 1) % 3) for p in range(count)] for name, count in topics.items()}
         self.refuse = refuse
@@ -55,7 +55,7 @@ class Cluster:
         return None
 
     def sample_key_partitions(self, topic: str, limit: int, partition_counts: Sequence[int]
-                              ) -> dict[tuple[int, ...], int]:
+                              ) -> dict[tuple[bool, ...], int]:
         self.calls.append(f"sample {limit} {tuple(partition_counts)}")
         return self.keys
 
@@ -106,7 +106,7 @@ def test_a_finished_resource_asks_kafka_nothing() -> None:
 
 
 def test_the_guard_writes_the_report_and_sends_nothing() -> None:
-    cluster = Cluster({"orders": 6}, keys={(0, 0): 1, (1, 7): 3})
+    cluster = Cluster({"orders": 6}, keys={(False,): 1, (True,): 3})
     outcome = tick(cluster, {"topic": "orders", "partitions": 8, "keyOrdering": {"sampleMessages": 100}})
     assert outcome is not None
     status = valid(outcome.status)
@@ -127,6 +127,17 @@ def test_a_refusal_is_failed_with_kafkas_reason() -> None:
     stalled = status.condition("Stalled")
     assert stalled is not None and "POLICY_VIOLATION" in stalled.message
     assert [e.reason for e in outcome.events] == ["KafkaRefused"], "one Event: Pending -> Failed"
+
+
+def test_a_refusal_for_want_of_an_acl_is_not_authorized() -> None:
+    cluster = Cluster({"orders": 3}, refuse=KafkaRefusal("TOPIC_AUTHORIZATION_FAILED", "needs Alter on 'orders'"))
+    outcome = tick(cluster, {"topic": "orders", "partitions": 6})
+    assert outcome is not None
+    status = valid(outcome.status)
+    assert status.phase is not None and status.phase.value == "Failed"
+    stalled = status.condition("Stalled")
+    assert stalled is not None and stalled.reason == "NotAuthorized" and "needs Alter on 'orders'" in stalled.message
+    assert [e.reason for e in outcome.events] == ["NotAuthorized"]
 
 
 def test_a_repeated_request_after_a_lost_status_write_counts_as_accepted() -> None:

@@ -2,7 +2,8 @@
 
 Reads the configuration (``KPO_CONFIG`` or ``KPO_BOOTSTRAP_SERVERS``), logs in to Kubernetes the usual way (in-cluster
 service account, else ``KUBECONFIG``), registers every kind's handlers and hands control to Kopf. Kopf keeps its own
-bookkeeping in annotations, so the CRD status schemas stay exactly what the API documents.
+bookkeeping in annotations, so the CRD status schemas stay exactly what the API documents; its diff base is a digest
+(:mod:`kpo.persistence`), so a spec of any admitted size fits the API server's 256 KiB limit on annotations.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from kubernetes import client, config
 
 from kpo import metrics
 from kpo.config import OperatorConfig
+from kpo.k8s.outage import RepeatedRequestErrors
+from kpo.persistence import DigestDiffBaseStorage
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
 from kpo.resources.preferred_leader_election import handlers as preferred_leader_election
 from kpo.resources.topic_partition_count import handlers as topic_partition_count
@@ -32,13 +35,19 @@ def kubernetes_client() -> client.ApiClient:
     return client.ApiClient()
 
 
+API_RETRY_BACKOFFS = (1, 1, 2, 3, 5, 8, 13, 21, *([30] * 18))
+
+
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kpo.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="kpo.dev")
+    settings.persistence.diffbase_storage = DigestDiffBaseStorage(prefix="kpo.dev")
     settings.persistence.finalizer = "kpo.dev/finalizer"
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 60
     settings.execution.max_workers = 8
+    # Kopf retries a failed API request on these steps, then gives up; a status patch that gives up ends that
+    # resource's timer for good. ~10 minutes of retries ride out an API server restart or upgrade.
+    settings.networking.error_backoffs = API_RETRY_BACKOFFS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,10 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        # One line per outage (then one per doubling window), not one per failed attempt of each watch stream.
+        handler.addFilter(RepeatedRequestErrors())
     if not args.verbose:
-        # kafka-python logs every connection, Kopf every timer run: with a tick every few seconds that drowns the
-        # operator's own lines. --verbose brings them back.
-        logging.getLogger("kafka").setLevel(logging.WARNING)
+        # The kubernetes client's urllib3 retries: the ticks' ApiOutage says once what failed.
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+        # kafka-python logs every connection (and every failed reconnect to a dead node as an ERROR), Kopf every timer
+        # run: with a tick every few seconds that drowns the operator's own lines, and kpo says what a lost node means
+        # (BrokerUnavailable, KafkaUnavailable) once. --verbose brings them back.
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     operator_config = OperatorConfig.load()
     metrics_port = operator_config.metrics_port if args.metrics_port is None else args.metrics_port

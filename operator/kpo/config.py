@@ -63,12 +63,29 @@ class TlsConfig(_Model):
     verify_hostname: bool = True
 
 
+class LoginBackoff(_Model):
+    """How long the operator waits before trying again a login Kafka refused (a wrong password): doubled per refusal
+    from ``initialSeconds`` up to ``maxSeconds``, one attempt per step for all resources of the cluster."""
+
+    initial_seconds: float = Field(default=5.0, gt=0)
+    max_seconds: float = Field(default=300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.max_seconds < self.initial_seconds:
+            raise ValueError("loginBackoff.maxSeconds must be at least loginBackoff.initialSeconds")
+        return self
+
+
 class KafkaConnection(_Model):
     bootstrap_servers: str = Field(min_length=1)
     security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
     sasl: SaslConfig | None = None
     tls: TlsConfig | None = None
-    request_timeout_seconds: float = 30.0
+    # One request, not one tick: with the status meant to lag Kafka by at most a poll interval plus request time, a
+    # dead node must cost seconds, not half a minute (librdkafka and kafka-python both default to 30 s).
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    login_backoff: LoginBackoff = LoginBackoff()
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -61,7 +61,7 @@ TRANSITIONS = Counter(
     "kpo_phase_transitions", "Resources entering a phase (alert on Failed and Invalid).",
     ["kind", "phase"], registry=REGISTRY)
 
-KAFKA_EVENT_REASONS = frozenset({"KafkaUnavailable", "KafkaRefused"})
+KAFKA_EVENT_REASONS = frozenset({"KafkaUnavailable", "KafkaRefused", "NotAuthorized", "AuthenticationFailed"})
 
 
 @dataclass(frozen=True)

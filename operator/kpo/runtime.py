@@ -3,17 +3,27 @@
 Handlers get the :class:`OperatorContext` from Kopf's memo; nothing here decides anything. Kafka adapters are created
 lazily, with credentials read from the Secrets the configuration names, and dropped when a cluster's connection
 fails so the next tick reconnects (and re-reads rotated credentials).
+
+A login Kafka refuses is different: retrying it on every tick of every resource made the brokers log hundreds of
+failed logins a minute. The refused adapter stays in place as the cluster's open circuit — it answers every call with
+the refusal, without a connection — until the cluster's backoff step has passed; then one new adapter (the Secret read
+again, so a fixed password is picked up) makes one attempt for all the cluster's resources. The backoff doubles per
+refusal up to the connection's ``loginBackoff.maxSeconds`` and starts again after a login Kafka accepts.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from kubernetes import client
 
 from kpo.config import KafkaConnection, OperatorConfig, SecretKeyRef
+from kpo.domain.access import Backoff
 from kpo.domain.scheduling import Limits, SchedulerConfig
+from kpo.k8s.outage import ApiOutage
 from kpo.k8s.proposals import ProposalStore
 from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
@@ -47,17 +57,26 @@ def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnecti
     )
 
 
+def _next_attempt(backoff: Backoff) -> str:
+    wait = backoff.failed(time.monotonic())
+    at = (datetime.now(UTC) + timedelta(seconds=wait)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return f"; next attempt at {at} (login attempt {backoff.failures}, backing off {wait:g}s)"
+
+
 @dataclass
 class OperatorContext:
     config: OperatorConfig
     api: client.ApiClient
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
+    _login_backoffs: dict[str, Backoff] = field(default_factory=dict)
     _schedulers: dict[str, ClusterScheduler] = field(default_factory=dict)
     _write_rates: dict[str, WriteRates] = field(default_factory=dict)
     _planning_jobs: PlanningJobs | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
+    # Whether the Kubernetes API answers, shared by every resource's tick (one warning per outage, not one a tick).
+    api_outage: ApiOutage = field(default_factory=ApiOutage)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -85,10 +104,18 @@ class OperatorContext:
         name = self.cluster_name(cluster_ref)
         with self._lock:
             admin = self._admins.get(name)
+            connection = self.config.connection(name)
+            backoff = self._login_backoffs.get(name)
+            if backoff is None:
+                backoff = self._login_backoffs[name] = Backoff(initial=connection.login_backoff.initial_seconds,
+                                                               maximum=connection.login_backoff.max_seconds)
+            if admin is not None and admin.login_refused and not backoff.waiting(time.monotonic()):
+                admin.close()
+                admin = None
             if admin is None:
-                connection = self.config.connection(name)
                 settings = connection_settings(self.core, connection, self.config.namespace)
-                admin = KafkaAdminAdapter(settings)
+                admin = KafkaAdminAdapter(settings, on_login_refused=lambda: _next_attempt(backoff),
+                                          on_login=backoff.succeeded)
                 self._admins[name] = admin
             return admin
 
@@ -111,10 +138,16 @@ class OperatorContext:
             return self._write_rates.setdefault(cluster, WriteRates())
 
     def forget_kafka(self, cluster_ref: str | None) -> None:
+        name = self.cluster_name(cluster_ref)
         with self._lock:
-            admin = self._admins.pop(self.cluster_name(cluster_ref), None)
-        if admin is not None:
-            admin.close()
+            admin = self._admins.get(name)
+        if admin is None or admin.refused_login_meanwhile():
+            return  # a refused login stays as the open circuit until its backoff step has passed
+        with self._lock:
+            if self._admins.get(name) is not admin:
+                return
+            del self._admins[name]
+        admin.close()
 
     def resource_lock(self, uid: str) -> threading.Lock:
         with self._lock:

@@ -4,6 +4,7 @@
     python -m kpo_testbed kill-node N [--graceful]    stop one Kafka node (SIGKILL unless --graceful)
     python -m kpo_testbed start-node N                start it again and wait until it has registered
     python -m kpo_testbed controller                  print the node id of the active KRaft controller
+    python -m kpo_testbed restart-apiserver [--down S] stop kube-apiserver, wait S seconds, start it again
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     kill.add_argument("--graceful", action="store_true")
     start = sub.add_parser("start-node")
     start.add_argument("node", type=int)
+    restart = sub.add_parser("restart-apiserver")
+    restart.add_argument("--down", type=float, default=0.0, help="seconds to stay down")
     args = parser.parse_args(argv)
     state_dir: Path = args.dir.resolve()
 
@@ -65,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         bed.kill_node(args.node, graceful=args.graceful)
     elif args.command == "start-node":
         bed.start_node(args.node)
+    elif args.command == "restart-apiserver":
+        bed.stop_apiserver()
+        try:
+            time.sleep(args.down)
+        finally:
+            bed.start_apiserver()
     return 0
 
 

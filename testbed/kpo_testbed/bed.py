@@ -99,6 +99,7 @@ class Testbed:
         self._record(kube.start_apiserver())
         self._save()
         kafka.wait_healthy()
+        kafka.store_scram_credentials()
         procs.wait_until(kube.apiserver_ready, 120, "kube-apiserver /readyz")
         self._record(kube.start_controller_manager())
         self._save()
@@ -154,6 +155,29 @@ class Testbed:
         running = tuple(n.node_id for n in self.state.kafka.nodes
                         if (r := self.state.processes.get(f"kafka-{n.node_id}")) is not None and procs.is_running(r))
         return self.state.kafka.active_controller(running)
+
+    # ----------------------------------------------------------------------------------------------- kube-apiserver
+
+    def stop_apiserver(self, graceful: bool = True) -> None:
+        """Stop kube-apiserver (SIGTERM, or SIGKILL without ``graceful``); etcd and every object stay."""
+        record = self.state.processes.pop("kube-apiserver", None)
+        if record is None:
+            raise RuntimeError("kube-apiserver is not running")
+        procs.stop(record, sig=signal.SIGTERM if graceful else signal.SIGKILL, timeout=60)
+        self._save()
+
+    def start_apiserver(self, wait: bool = True) -> None:
+        """Start kube-apiserver again on the same port, certificates and tokens, so every client config holds."""
+        name = "kube-apiserver"
+        if name in self.state.processes and procs.is_running(self.state.processes[name]):
+            return
+        kube = self.state.kube
+        procs.wait_until(lambda: not procs.port_open(kube.apiserver_port), 30,
+                         f"port {kube.apiserver_port} to be free")
+        self._record(kube.start_apiserver())
+        self._save()
+        if wait:
+            procs.wait_until(kube.apiserver_ready, 120, "kube-apiserver /readyz")
 
     # --------------------------------------------------------------------------------------------------- output
 

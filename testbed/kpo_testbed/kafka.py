@@ -18,7 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialUpsertion,
+)
 
 from kpo_testbed import procs
 
@@ -152,6 +158,16 @@ class KafkaCluster:
             "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "1000",
             "replica.lag.time.max.ms": "10000",
+            # The KRaft quorum's defaults (2 s fetch and request timeouts, 1 s election) are tuned for dedicated
+            # machines: on two busy cores a voter's fetch took 3 s, the quorum re-elected again and again, and fencing
+            # a killed broker took 74 s to commit. These survive such stalls; a dead leader is replaced in ~8 s.
+            "controller.quorum.fetch.timeout.ms": "6000",
+            "controller.quorum.request.timeout.ms": "5000",
+            "controller.quorum.election.timeout.ms": "2000",
+            # A node restarted right after a SIGKILL is refused (DUPLICATE_BROKER_REGISTRATION) until its old session
+            # expires, and on busy cores a controller election may come on top: the default minute ran out in a test
+            # run and the broker shut itself down for good. Five minutes is what the tests wait for a restarted node.
+            "initial.broker.registration.timeout.ms": "300000",
         }
         props.update(self.extra_properties)
         return props
@@ -196,19 +212,40 @@ class KafkaCluster:
                           "--ignore-formatted", *scram)
         return cluster_id
 
+    def store_scram_credentials(self) -> None:
+        """Write the SCRAM users into the replicated metadata log (over the super user's PLAINTEXT listener).
+
+        ``format --add-scram`` puts them only in each node's bootstrap image: a node restarted from a metadata
+        snapshot came back without them and refused the limited user's logins ("invalid credentials"), and the
+        controller listed no SCRAM user at all. Stored through the Admin API they are records every node replays.
+        """
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers}, logger=_QUIET)
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+        upserts: list[UserScramCredentialAlteration] = [
+            UserScramCredentialUpsertion(user, info, password.encode())
+            for user, password in sorted(self.passwords.items())]
+        for future in admin.alter_user_scram_credentials(upserts).values():
+            future.result(timeout=30)
+
     def start_node(self, node_id: int) -> procs.ProcessRecord:
         ndir = self.node_dir(node_id)
         argv = self.java("kafka.Kafka", str(ndir / "server.properties"), heap=self.heap)
         return procs.start(f"kafka-{node_id}", argv, ndir / "server.log")
 
-    def live_brokers(self, timeout: float = 5.0) -> set[int]:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 3000}, logger=_QUIET)
+    def live_brokers(self, timeout: float = 5.0, bootstrap_servers: str | None = None) -> set[int]:
+        admin = AdminClient({"bootstrap.servers": bootstrap_servers or self.bootstrap_servers,
+                             "socket.timeout.ms": 3000}, logger=_QUIET)
         metadata = admin.list_topics(timeout=timeout)
         return set(metadata.brokers)
 
     def wait_healthy(self, node_ids: tuple[int, ...] = NODE_IDS, timeout: float = 120) -> None:
-        procs.wait_until(lambda: set(node_ids) <= self.live_brokers(), timeout,
-                         f"Kafka brokers {sorted(node_ids)} to register")
+        """Each node answers on its own listener and the cluster lists it. Asking the cluster alone is not enough
+        after a restart: the killed incarnation stays registered until its session expires, so a node that has not
+        registered again (and may yet give up) would pass."""
+        nodes = [n for n in self.nodes if n.node_id in node_ids]
+
+        procs.wait_until(lambda: all(n.node_id in self.live_brokers(bootstrap_servers=n.bootstrap) for n in nodes),
+                         timeout, f"Kafka brokers {sorted(node_ids)} to register")
 
     def active_controller(self, node_ids: tuple[int, ...] | None = None) -> int:
         """The node id of the active KRaft controller: LeaderId in kafka-metadata-quorum.sh describe --status.

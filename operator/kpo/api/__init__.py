@@ -17,6 +17,7 @@ from kpo.api.common import (
     TopicPartition,
 )
 from kpo.api.partition_reassignment import (
+    INTERNAL_TOPICS,
     Approval,
     ApprovalMode,
     BrokerLoad,
@@ -85,6 +86,7 @@ __all__ = [
     "CATEGORY",
     "ELECTED_PARTITIONS_CAP",
     "GROUP",
+    "INTERNAL_TOPICS",
     "KINDS",
     "PARTITION_REASSIGNMENT",
     "PREFERRED_LEADER_ELECTION",

@@ -41,8 +41,20 @@ from kpo.api.schema import (
     object_default,
 )
 
-#: Explicit partition lists are capped so the server can bound the cost of its per-entry CEL rules.
-MAX_EXPLICIT_PARTITIONS = 20000
+#: Explicit partition lists are capped so the server can bound the cost of its per-entry CEL rules, and so that what
+#: kpo keeps per partition fits the API's size limits: the object itself (etcd takes at most 1.5 MiB per write; 20,000
+#: entries with 27-character topic names already took 1.5 MB before any status) and the rollback record of every
+#: partition in one ConfigMap (1 MiB). 10,000 entries fit both with topic names up to about 29 characters; a spec
+#: whose rollback record would not fit is Invalid before anything moves (RollbackTooLarge).
+MAX_EXPLICIT_PARTITIONS = 10000
+#: Kafka's own topics: consumer group offsets, transaction and share-group state, and the KRaft metadata log. Moving
+#: one (or shrinking its replication factor) puts every consumer group, transaction or the cluster itself at risk,
+#: so a PartitionReassignment touches them only with ``allowInternalTopics: true``.
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata")
+_INTERNAL_LIST = ", ".join(INTERNAL_TOPICS)
+_CEL_INTERNAL_TOPICS = f"[{', '.join(repr(t) for t in INTERNAL_TOPICS)}]"
+#: A plan names at most this many topics, so the server can bound the cost of the CEL rule that reads them.
+MAX_PLAN_TOPICS = 10000
 LOG_DIR_PATTERN = r"^(any|/.*)$"
 
 
@@ -100,6 +112,7 @@ class Plan(ApiModel):
     topics: TopicSet | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_PLAN_TOPICS,
         description="Topics the plan may move. Omitted (and no topicPattern): every topic. Exclusive with "
         "topicPattern.",
     )
@@ -337,6 +350,19 @@ class PartitionReassignmentSpec(ApiModel):
         description="On deletion while moves are in flight: Cancel (stop them, like stop=true with onStop Keep) or "
         "Orphan (leave them running in Kafka).",
     )
+    allow_internal_topics: StrictBool = Field(
+        default=False,
+        description=f"true: this resource may move Kafka's internal topics ({_INTERNAL_LIST}). Without it, partitions "
+        "naming one are refused at admission, plan.topics naming one is refused, and a generated plan leaves them "
+        "out even when topicPattern matches them.",
+    )
+    allow_replication_factor_decrease: StrictBool = Field(
+        default=False,
+        description="true: a target may have fewer replicas than the partition has now (explicit replicas shorter "
+        "than the current list, or plan goal ReplicationFactor below the current factor). Without it such a spec is "
+        "Invalid and nothing is sent to Kafka. Kafka 4.1+ is also told (KIP-860) to refuse any replication factor "
+        "change kpo did not intend.",
+    )
 
     rules = (
         Rule(
@@ -359,6 +385,23 @@ class PartitionReassignmentSpec(ApiModel):
             holds=lambda s: s.approval is None or s.approval.proposal_id is None or s.plan is not None,
             field_path=".approval.proposalId",
             reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel=f"self.allowInternalTopics || !has(self.partitions) || "
+            f"!self.partitions.exists(p, p.topic in {_CEL_INTERNAL_TOPICS})",
+            message=f"partitions name an internal Kafka topic ({_INTERNAL_LIST}): moving one needs "
+            "allowInternalTopics: true",
+            holds=lambda s: s.allow_internal_topics or not any(p.topic in INTERNAL_TOPICS for p in s.partitions or ()),
+            field_path=".partitions",
+        ),
+        Rule(
+            cel=f"self.allowInternalTopics || !has(self.plan) || !has(self.plan.topics) || "
+            f"!self.plan.topics.exists(t, t in {_CEL_INTERNAL_TOPICS})",
+            message=f"plan.topics names an internal Kafka topic ({_INTERNAL_LIST}): planning one needs "
+            "allowInternalTopics: true",
+            holds=lambda s: s.allow_internal_topics or s.plan is None
+            or not any(t in INTERNAL_TOPICS for t in s.plan.topics or ()),
+            field_path=".plan.topics",
         ),
         cluster_ref_immutable(),
     )
@@ -417,6 +460,7 @@ class Progress(StatusModel):
     in_flight: int = Field(default=0, ge=0, description="Partitions moving now.")
     pending: int = Field(default=0, ge=0, description="Partitions not started yet.")
     failed: int = Field(default=0, ge=0, description="Partitions that failed (see failures).")
+    skipped: int = Field(default=0, ge=0, description="Partitions a revert left alone (see skipped).")
     bytes_moved: int = Field(default=0, ge=0, description="Bytes copied so far.")
     bytes_to_move: int = Field(default=0, ge=0, description="Bytes to copy in all.")
     percent: int = Field(default=0, ge=0, le=100, description="Completion in percent of bytesToMove (or partitions).")

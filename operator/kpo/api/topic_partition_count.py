@@ -18,7 +18,6 @@ from pydantic import Field, StrictBool, StrictInt
 
 from kpo.api.common import ClusterRef, StatusBase, cluster_ref_immutable
 from kpo.api.schema import (
-    INT32_MAX,
     ApiModel,
     ReplicaSet,
     Rule,
@@ -28,8 +27,15 @@ from kpo.api.schema import (
     object_default,
 )
 
-#: Explicit placements are capped so the server can bound the cost of the CEL rule over them.
+#: What Kafka's KRaft controller adds in one CreatePartitions request: every new partition is one PartitionRecord, and
+#: the controller refuses a user operation of more than 10,000 records (QuorumController.MAX_RECORDS_PER_USER_OP,
+#: Kafka 3.6 to 4.1). kpo sends one request per growth, so it refuses a larger step before sending anything; explicit
+#: placements are capped at the same number.
 MAX_NEW_PARTITIONS = 10000
+#: The largest spec.partitions admitted: what kpo's Kafka client can ask for at all. librdkafka refuses a
+#: CreatePartitions count above 100,000 before sending it (RD_KAFKAP_PARTITIONS_MAX, "new_total_cnt out of expected
+#: range"), so a larger count could never work; the server refuses it at admission (e.g. 20000001 typed for 2000).
+MAX_TOPIC_PARTITIONS = 100_000
 DECIMAL_FRACTION_PATTERN = r"^(0(\.[0-9]+)?|1(\.0+)?)$"
 EXACT_FRACTION_PATTERN = r"^[0-9]+/[1-9][0-9]*$"
 
@@ -113,9 +119,10 @@ class TopicPartitionCountSpec(ApiModel):
     topic: TopicName = Field(description="Name of the existing topic to grow. Immutable.")
     partitions: StrictInt = Field(
         ge=1,
-        le=INT32_MAX,
-        description="Desired number of partitions. Kafka cannot remove partitions: fewer than the topic has is "
-        "Invalid; as many is a no-op that Succeeds.",
+        le=MAX_TOPIC_PARTITIONS,
+        description="Desired number of partitions, at most 100000. Kafka cannot remove partitions: fewer than the "
+        "topic has is Invalid; as many is a no-op that Succeeds; more than 10000 above the current count is Invalid "
+        "(Kafka's controller adds at most 10000 partitions per request: grow in steps).",
     )
     placement: Placement = Field(
         default_factory=Placement,

@@ -21,6 +21,7 @@ murmur2 itself is not here: the domain imports no Kafka client, and the checks a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from math import gcd, lcm
@@ -42,7 +43,10 @@ def remapped_fraction(old_partitions: int, new_partitions: int) -> Fraction:
 
 
 def remapped_fraction_by_count(old_partitions: int, new_partitions: int) -> Fraction:
-    """The same fraction by definition: count the hashes in one period lcm(N, M) whose partition changes."""
+    """The same fraction by definition: count the hashes in one period lcm(N, M) whose partition changes.
+
+    O(lcm(N, M)) time: the definition the closed form is tested against, never called by the operator.
+    """
     _check_counts(old_partitions, new_partitions)
     period = lcm(old_partitions, new_partitions)
     moved = sum(1 for h in range(period) if h % old_partitions != h % new_partitions)
@@ -65,11 +69,7 @@ def remapped_fraction_of_hash_range(old_partitions: int, new_partitions: int) ->
 
 def old_partitions_feeding(old_partitions: int, new_partitions: int, partition: int) -> tuple[int, ...]:
     """The old partitions whose keys go to new `partition`: {h % N : h % M == partition}, each an equal share."""
-    _check_counts(old_partitions, new_partitions)
-    if not 0 <= partition < new_partitions:
-        raise ValueError(f"partition {partition} is not one of the {new_partitions} new partitions")
-    step = gcd(old_partitions, new_partitions)
-    return tuple(range(partition % step, old_partitions, step))
+    return tuple(RemapReport(old_partitions, new_partitions).feeders(partition))
 
 
 def new_partitions_fed_by(old_partitions: int, new_partitions: int, partition: int) -> tuple[int, ...]:
@@ -83,27 +83,45 @@ def new_partitions_fed_by(old_partitions: int, new_partitions: int, partition: i
 
 @dataclass(frozen=True)
 class RemapReport:
-    """What growing N -> M partitions does to keyed records, as TopicPartitionCount's status reports it."""
+    """What growing N -> M partitions does to keyed records, as TopicPartitionCount's status reports it.
+
+    Everything in it is arithmetic on N and M, so it holds the two counts and nothing else: M comes from the user
+    (``spec.partitions``), and a report that listed the feeders of every new partition would cost memory in
+    proportion to it. The feeders of one partition are a ``range``, computed when asked for.
+    """
 
     old_partitions: int
     new_partitions: int
-    remapped_fraction: Fraction
-    #: sources[p] are the old partitions feeding new partition p.
-    sources: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        _check_counts(self.old_partitions, self.new_partitions)
+
+    @property
+    def remapped_fraction(self) -> Fraction:
+        return remapped_fraction(self.old_partitions, self.new_partitions)
 
     @property
     def single_source(self) -> bool:
         """True when every new partition takes its keys from exactly one old partition (M a multiple of N)."""
-        return all(len(feeding) == 1 for feeding in self.sources)
+        return self.new_partitions % self.old_partitions == 0
+
+    def feeders(self, partition: int) -> range:
+        """The old partitions feeding new ``partition`` (see :func:`old_partitions_feeding`), lazily."""
+        if not 0 <= partition < self.new_partitions:
+            raise ValueError(f"partition {partition} is not one of the {self.new_partitions} new partitions")
+        step = gcd(self.old_partitions, self.new_partitions)
+        return range(partition % step, self.old_partitions, step)
+
+    def receiving(self) -> Iterator[int]:
+        """The new partitions that take keys from an old partition other than themselves, in order, lazily.
+
+        When N divides M, partitions below N keep exactly their own keys (their only feeder is themselves), so the
+        receivers start at N; otherwise every new partition is fed by N / gcd(N, M) >= 2 old ones.
+        """
+        first = self.old_partitions if self.single_source else 0
+        return iter(range(first, self.new_partitions))
 
 
 def remap_report(old_partitions: int, new_partitions: int) -> RemapReport:
-    """The key-remap report for N -> M partitions."""
-    return RemapReport(
-        old_partitions=old_partitions,
-        new_partitions=new_partitions,
-        remapped_fraction=remapped_fraction(old_partitions, new_partitions),
-        sources=tuple(
-            old_partitions_feeding(old_partitions, new_partitions, partition) for partition in range(new_partitions)
-        ),
-    )
+    """The key-remap report for N -> M partitions: O(1) to build, whatever the counts."""
+    return RemapReport(old_partitions=old_partitions, new_partitions=new_partitions)

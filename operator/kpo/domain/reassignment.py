@@ -8,11 +8,13 @@ dropped from the spec is cancelled while anyone else's move is left alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kpo.domain.model import ClusterView, Replicas, TopicPartition
+from kpo.domain.model import ClusterView, OngoingReassignment, PartitionState, Replicas, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,72 @@ class Problem:
         return f"{self.field}: {self.message}"
 
 
-def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.partitions") -> list[Problem]:
-    """Check targets against the live cluster before anything is sent to Kafka."""
+#: Bytes of the rollback record (compact JSON) in its ConfigMap: 1 MiB holds every key of a ConfigMap, and a quarter
+#: of it is left to the throttle journal kept next to it.
+ROLLBACK_BUDGET_BYTES = 768 * 1024
+#: Problems a message names one by one; the rest are counted. A condition message is capped at 32 KiB by the API
+#: (metav1.Condition), and a spec of thousands of entries can have a problem each: 700 unknown partitions made a
+#: message the API server refused, and the resource never got a phase.
+PROBLEMS_SHOWN = 20
+#: Characters of one problem's text in a message: a problem quotes user input (topic names, log dirs, broker lists).
+PROBLEM_CHARS = 400
+
+
+def summarize(problems: Sequence[Problem], shown: int = PROBLEMS_SHOWN) -> str:
+    """The first ``shown`` problems, each clipped, then how many more there are and of which kinds: bounded in
+    size whatever the number of problems (at most ``shown * PROBLEM_CHARS`` plus the counts)."""
+    parts = [_clip(str(p)) for p in problems[:shown]]
+    rest = problems[shown:]
+    if rest:
+        kinds = Counter(p.reason for p in rest)
+        counted = ", ".join(f"{n} {reason}" for reason, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts.append(f"and {len(rest)} more problem(s) ({counted}; {len(problems)} in all)")
+    return "; ".join(parts)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= PROBLEM_CHARS else text[:PROBLEM_CHARS - 1] + "…"
+
+
+def current_replicas(tp: TopicPartition, view: ClusterView) -> Replicas:
+    """The replicas ``tp`` has as far as its user is concerned: those before a move in progress (the adding replicas
+    are not its own yet), else the replicas DescribeTopics lists."""
+    ongoing = view.ongoing.get(tp)
+    if ongoing is not None:
+        return ongoing.original
+    state = view.partitions.get(tp)
+    return state.replicas if state is not None else ()
+
+
+def changes_replication_factor(tp: TopicPartition, replicas: Replicas, view: ClusterView) -> bool:
+    """Whether submitting ``replicas`` for ``tp`` changes its replication factor as Kafka's controller counts it for
+    KIP-860 (``allowReplicationFactorChange``): against the target of a move in progress, else the replicas now."""
+    ongoing = view.ongoing.get(tp)
+    if ongoing is not None:
+        return len(replicas) != len(ongoing.target)
+    state = view.partitions.get(tp)
+    return state is not None and len(replicas) != len(state.replicas)
+
+
+def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.partitions", *,
+             internal_topics: Collection[str], allow_rf_decrease: bool,
+             originals: Mapping[TopicPartition, Replicas] | None = None) -> list[Problem]:
+    """Check targets against the live cluster before anything is sent to Kafka.
+
+    ``internal_topics`` are the topic names the spec may not touch (Kafka's internal topics, unless the spec allows
+    them). Unless ``allow_rf_decrease``, a target with fewer replicas than the partition has now is refused — and
+    than it had before this resource moved it (``originals``): an Incremental step holds an extra replica for a
+    while, and going back to the factor a partition had is no decrease.
+    """
     problems: list[Problem] = []
     live = sorted(view.brokers)
     for index, (tp, target) in enumerate(targets.items()):
         where = f"{field_prefix}[{index}]"
+        if tp.topic in internal_topics:
+            problems.append(Problem(f"{where}.topic", "InternalTopic",
+                                    f"{tp.topic!r} is an internal Kafka topic: moving it needs "
+                                    f"spec.allowInternalTopics: true"))
+            continue
         if tp.topic not in view.topics:
             problems.append(Problem(f"{where}.topic", "UnknownTopic", f"topic {tp.topic!r} does not exist"))
             continue
@@ -61,6 +123,13 @@ def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.part
         if unknown:
             problems.append(Problem(f"{where}.replicas", "UnknownBroker",
                                     f"{tp}: broker(s) {unknown} are not live brokers of the cluster (live: {live})"))
+        now = current_replicas(tp, view)
+        before = (originals or {}).get(tp, now)
+        if len(replicas) < min(len(now), len(before)) and not allow_rf_decrease:
+            problems.append(Problem(f"{where}.replicas", "ReplicationFactorDecrease",
+                                    f"{tp}: {len(replicas)} replica(s) {list(replicas)} is fewer than the "
+                                    f"{len(now)} it has now {list(now)}; decreasing the replication factor needs "
+                                    f"spec.allowReplicationFactorDecrease: true"))
         min_isr = view.min_insync.get(tp.topic, 1)
         if len(replicas) < min_isr:
             problems.append(Problem(f"{where}.replicas", "BelowMinInsyncReplicas",
@@ -77,7 +146,21 @@ def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.part
                         problems.append(Problem(f"{where}.logDirs", "UnknownLogDir",
                                                 f"{tp}: broker {broker} has no log dir {log_dir!r} "
                                                 f"(it has {sorted(known)})"))
+    if not problems:
+        problems.extend(rollback_problems(targets, view))
     return problems
+
+
+def settled(ongoing: Mapping[TopicPartition, OngoingReassignment], partitions: Mapping[TopicPartition, PartitionState]
+            ) -> dict[TopicPartition, OngoingReassignment]:
+    """The moves listed by ListPartitionReassignments that DescribeTopics, read *after* it, still shows under way.
+
+    While a move runs, Kafka's replica list for the partition is exactly the move's replicas (target plus removing),
+    so both reads give the same set. A partition whose list differs was finished (or cancelled) between the two
+    reads: its entry is stale and is dropped, so the later read decides (at its target: completed).
+    """
+    return {tp: move for tp, move in ongoing.items()
+            if tp in partitions and set(partitions[tp].replicas) == set(move.replicas)}
 
 
 @dataclass(frozen=True)
@@ -169,6 +252,7 @@ class Progress:
     failed: int
     bytes_to_move: int
     bytes_moved: int
+    skipped: int = 0  # partitions a revert leaves alone (status.skipped): in the total, never counted as done
 
     @property
     def percent(self) -> int:
@@ -217,15 +301,42 @@ def progress(targets: Targets, originals: Mapping[TopicPartition, Replicas], cla
 
 
 def rollback_document(originals: Mapping[TopicPartition, Replicas]) -> dict[str, object]:
-    """The original placement in kafka-reassign-partitions' JSON, usable with that tool as it is."""
+    """The original placement in kafka-reassign-partitions' JSON, usable with that tool as it is.
+
+    Without ``log_dirs``: the tool reads a missing list as "any" in every position, and leaving out what says
+    nothing keeps the record of 10,000 partitions inside one ConfigMap (see :data:`ROLLBACK_BUDGET_BYTES`).
+    """
     return {
         "version": 1,
         "partitions": [
-            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas),
-             "log_dirs": ["any"] * len(replicas)}
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
             for tp, replicas in sorted(originals.items())
         ],
     }
+
+
+def rollback_json(originals: Mapping[TopicPartition, Replicas]) -> str:
+    """:func:`rollback_document` as compact JSON: what the rollback ConfigMap stores."""
+    return json.dumps(rollback_document(originals), separators=(",", ":"))
+
+
+def rollback_problems(targets: Targets, view: ClusterView) -> list[Problem]:
+    """A spec whose rollback record would not fit its ConfigMap cannot be carried out safely: refuse it up front.
+
+    The record holds every partition's replicas from before the move, written before the move starts; a ConfigMap
+    holds at most 1 MiB, shared with the throttle journal. The size is that of the current replicas, which is what
+    would be recorded.
+    """
+    originals = {tp: view.partitions[tp].replicas for tp in targets if tp in view.partitions}
+    size = len(rollback_json(originals))
+    if size <= ROLLBACK_BUDGET_BYTES:
+        return []
+    most = len(originals) * ROLLBACK_BUDGET_BYTES // size
+    return [Problem("spec.partitions", "RollbackTooLarge",
+                    f"the rollback record of these {len(originals)} partitions (their current replicas, kept in the "
+                    f"ConfigMap <name>-rollback) would take {size} bytes, more than the {ROLLBACK_BUDGET_BYTES} a "
+                    f"ConfigMap leaves it; split the spec into PartitionReassignments of at most about {most} "
+                    "partitions each")]
 
 
 def parse_reassignment_document(doc: Mapping[str, object]) -> dict[TopicPartition, Replicas]:

@@ -12,6 +12,16 @@ written to the resource's ConfigMap *before* they are applied, so a restart in b
 overrides a broker rate it did not set (someone's own throttle keeps governing that broker), appends to the replica
 lists instead of replacing them, records only entries that were not there before, and on removal subtracts only its
 own entries, and deletes only the broker rates no other live resource still relies on.
+
+Removal goes entity by entity (each topic, then each broker on its own): a broker that is down cannot take its rate
+back, but that must neither keep the topics' replica lists in place nor hide what is left. The journal then keeps
+exactly the entities not yet cleaned (:meth:`ThrottleJournal.without`), the status lists them
+(:func:`describe_pending`), and the next attempt takes back only those.
+
+Setting goes entity by entity too: Kafka may refuse some of them (a principal that may describe but not alter
+configs). The journal written beforehand is then cut back to what was applied (:func:`applied_only`). A broker that
+is down is not asked at all: the topics' lists and the live brokers' rates are set, the down broker's rates when it
+is back (:func:`reachable`).
 """
 
 from __future__ import annotations
@@ -92,6 +102,18 @@ class ThrottleJournal:
                         "follower": sorted(self.follower_replicas.get(t, ()))} for t in topics],
         }
 
+    def without(self, *, brokers: Iterable[int] = (), topics: Iterable[str] = ()) -> ThrottleJournal:
+        """The journal once the rates of ``brokers`` and the replica lists of ``topics`` have been taken back."""
+        gone_brokers, gone_topics = set(brokers), set(topics)
+        return ThrottleJournal(
+            rate=self.rate, brokers=self.brokers - gone_brokers,
+            leader_replicas={t: v for t, v in self.leader_replicas.items() if t not in gone_topics},
+            follower_replicas={t: v for t, v in self.follower_replicas.items() if t not in gone_topics})
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(t for side in (self.leader_replicas, self.follower_replicas) for t, v in side.items() if v)
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> ThrottleJournal:
         if not data:
@@ -136,6 +158,13 @@ def journal(wanted: ThrottlePlan, previous: ThrottleJournal, broker_configs: Map
                            follower_replicas={t: frozenset(v) for t, v in follower.items() if v})
 
 
+def reachable(changes: Iterable[ConfigChange], live_brokers: Iterable[int]) -> list[ConfigChange]:
+    """The changes that can be made now: topic changes go through any broker, a broker's rates only to that broker
+    while it is live. The rest wait in the journal for the tick that finds the broker back."""
+    live = {str(b) for b in live_brokers}
+    return [c for c in changes if c.resource != "broker" or c.name in live]
+
+
 def apply_changes(mine: ThrottleJournal, broker_configs: Mapping[int, Mapping[str, str]],
                   topic_configs: Mapping[str, Mapping[str, str]]) -> list[ConfigChange]:
     """The operations that make the cluster carry every throttle in ``mine`` (none when it already does)."""
@@ -154,6 +183,27 @@ def apply_changes(mine: ThrottleJournal, broker_configs: Mapping[int, Mapping[st
     return changes
 
 
+def entity(change: ConfigChange) -> tuple[str, str]:
+    """The config resource a change goes to: one IncrementalAlterConfigs resource, accepted or refused as a whole."""
+    return change.resource, change.name
+
+
+def applied_only(mine: ThrottleJournal, previous: ThrottleJournal, refused: Iterable[tuple[str, str]]
+                 ) -> ThrottleJournal:
+    """The journal once Kafka refused the changes of the ``refused`` entities (``("broker", "1")``,
+    ``("topic", "t")``): for those, only what ``previous`` recorded; the journal must never name a throttle that was
+    not applied — it would be "taken back" later, hold the resource's partitions, and keep its finalizer waiting."""
+    gone = set(refused)
+    brokers = {b for b in mine.brokers if ("broker", str(b)) not in gone or b in previous.brokers}
+    topics = {name for kind, name in gone if kind == "topic"}
+    leader = {t: v for t, v in mine.leader_replicas.items() if t not in topics}
+    follower = {t: v for t, v in mine.follower_replicas.items() if t not in topics}
+    leader.update({t: v for t, v in previous.leader_replicas.items() if t in topics})
+    follower.update({t: v for t, v in previous.follower_replicas.items() if t in topics})
+    return ThrottleJournal(rate=mine.rate, brokers=frozenset(brokers), leader_replicas=leader,
+                           follower_replicas=follower)
+
+
 def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJournal]) -> list[ConfigChange]:
     """The operations that take back exactly what ``mine`` added and no other live resource still needs."""
     others = list(held_by_others)
@@ -169,3 +219,16 @@ def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJour
             if own:
                 changes.append(ConfigChange("topic", topic, key, "SUBTRACT", ",".join(own)))
     return changes
+
+
+def describe_pending(left: ThrottleJournal, unreachable: Iterable[int] = ()) -> str:
+    """What is still throttled, for a condition: which brokers (saying which are down) and which topics."""
+    down = set(unreachable)
+    parts = []
+    if left.topics:
+        parts.append(f"replica lists of topic(s) {', '.join(sorted(left.topics))}")
+    if left.brokers:
+        parts.append(f"rates of broker(s) {sorted(left.brokers)}")
+    waiting = sorted(down & left.brokers)
+    because = f" (broker(s) {waiting} not available: retried until they return)" if waiting else ""
+    return f"replication throttles still set: {' and '.join(parts)}{because}"

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kpo.domain.model import Replicas, TopicPartition
-from kpo.domain.reassignment import parse_reassignment_document, rollback_document
+from kpo.domain.reassignment import parse_reassignment_document, rollback_json
 from kpo.domain.throttle import ThrottleJournal
 
 DATA_KEY = "rollback.json"
@@ -83,7 +83,7 @@ class RollbackStore:
         namespace, name = meta["namespace"], rollback_name(meta["name"])
         existing = self.load(namespace, meta["name"])
         merged = {**originals, **existing}
-        data = {DATA_KEY: json.dumps(rollback_document(merged))}
+        data = {DATA_KEY: rollback_json(merged)}
         if not existing:
             try:
                 self.core.create_namespaced_config_map(namespace, self._new(body, data))
@@ -92,7 +92,7 @@ class RollbackStore:
                 if exc.status != 409:
                     raise
                 merged = {**originals, **self.load(namespace, meta["name"])}
-                data = {DATA_KEY: json.dumps(rollback_document(merged))}
+                data = {DATA_KEY: rollback_json(merged)}
         if merged != existing:
             self.core.patch_namespaced_config_map(name, namespace, {"data": data})
         return name

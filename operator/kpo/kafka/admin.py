@@ -24,6 +24,16 @@ from kpo.domain.throttle import ConfigChange
 class KafkaUnavailable(Exception):  # noqa: N818 - reads as "Kafka unavailable", which it is
     """Kafka could not be reached or answered with a retriable error: try again later."""
 
+    #: The condition and Event reason a tick reports this with.
+    reason = "KafkaUnavailable"
+
+
+class KafkaAuthenticationFailed(KafkaUnavailable):
+    """Kafka refused kpo's login (SASL): retried once per backoff step with the Secret read again, since only a fixed
+    password helps; the message names the mechanism and user, never the password."""
+
+    reason = "AuthenticationFailed"
+
 
 class KafkaRequestRefused(Exception):  # noqa: N818
     """Kafka refused a whole request (not one partition of it) with a non-retriable error."""
@@ -47,13 +57,19 @@ class KafkaAdmin(Protocol):
     def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
                            ) -> dict[TopicPartition, OngoingReassignment]: ...
 
-    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None]
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None], *,
+                            allow_replication_factor_change: bool = False
                             ) -> dict[TopicPartition, KafkaRefusal | None]:
-        """Submit (replicas) or cancel (None) reassignments; returns Kafka's answer per partition."""
+        """Submit (replicas) or cancel (None) reassignments; returns Kafka's answer per partition.
+
+        Unless ``allow_replication_factor_change``, Kafka 4.1+ (KIP-860) refuses, per partition with
+        INVALID_REPLICATION_FACTOR, a target whose length differs from the replica set the partition is headed for;
+        older brokers do not know the flag and take any length."""
         ...
 
-    def log_dirs(self, topics: Collection[str]) -> LogDirReport:
-        """DescribeLogDirs for ``topics``: sizes, each broker's dirs, each replica's dir and dir moves in progress."""
+    def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
+        """DescribeLogDirs for ``topics`` on each of ``brokers`` (the live ones the same tick read): sizes, each
+        broker's dirs, each replica's dir and dir moves in progress. A broker that does not answer is left out."""
         ...
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
@@ -85,10 +101,13 @@ class KafkaAdmin(Protocol):
         ...
 
     def sample_key_partitions(self, topic: str, limit: int, partition_counts: Sequence[int]
-                              ) -> dict[tuple[int, ...], int]:
+                              ) -> dict[tuple[bool, ...], int]:
         """Read up to ``limit`` keyed records from the newest end of each partition of ``topic`` and count them by
-        the partitions Kafka's default (murmur2) partitioner gives their key under each of ``partition_counts``.
-        Records without a key are skipped: the default partitioner does not hash them."""
+        whether Kafka's default (murmur2) partitioner gives their key another partition under each of
+        ``partition_counts[1:]`` than under ``partition_counts[0]``: for two counts, ``(False,)`` stays and
+        ``(True,)`` moves. At most 2**(len - 1) keys, whatever ``limit`` and the counts: counting by the partitions
+        themselves took one entry per distinct pair, up to one per record read. Records without a key are skipped:
+        the default partitioner does not hash them."""
         ...
 
     def close(self) -> None: ...

@@ -34,9 +34,11 @@ from confluent_kafka.admin import (
     NewPartitions,
 )
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import AlterPartitionReassignmentsRequest
 from kafka.structs import TopicPartition as KpTopicPartition
 from kafka.structs import TopicPartitionReplica
 
+from kpo.domain import access
 from kpo.domain.model import (
     Broker,
     KafkaRefusal,
@@ -48,10 +50,27 @@ from kpo.domain.model import (
     refusal,
 )
 from kpo.domain.throttle import ConfigChange
-from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+from kpo.kafka.admin import KafkaAuthenticationFailed, KafkaRequestRefused, KafkaUnavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# One refused connection, then a fresh client with fresh metadata; a third try would be the next tick's.
+_CONTROLLER_ATTEMPTS = 2
+
+
+# librdkafka sends admin requests to the node its metadata names as controller (in KRaft: any live broker, picked by
+# the broker that answered). Its default refreshes that metadata every 5 minutes, so after that node dies every
+# request waits out its whole timeout on it ("Timed out waiting for controller") until the refresh: refresh often,
+# and give up a connection attempt to a dead node quickly, retrying it at a bounded pace.
+ROUTE_AROUND_DEAD_NODES: dict[str, str | int | float | bool] = {
+    "topic.metadata.refresh.interval.ms": 2_000,
+    "socket.connection.setup.timeout.ms": 3_000,
+    "reconnect.backoff.ms": 200,
+    "reconnect.backoff.max.ms": 2_000,
+}
+
+_REASSIGNABLE_TOPIC = AlterPartitionReassignmentsRequest.ReassignableTopic
+_REASSIGNABLE_PARTITION = _REASSIGNABLE_TOPIC.ReassignablePartition
 
 
 @dataclass(frozen=True)
@@ -69,11 +88,17 @@ class ConnectionSettings:
     verify_hostname: bool = True
     timeout_seconds: float = 30.0
 
+    @property
+    def principal(self) -> str:
+        """The principal Kafka's authorizer sees, as ACLs name it (without SASL: whatever the listener maps to)."""
+        return f"User:{self.sasl_username}" if self.sasl_mechanism else "the connection's principal"
+
     def confluent(self) -> dict[str, str | int | float | bool]:
         conf: dict[str, str | int | float | bool] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
             "socket.timeout.ms": int(self.timeout_seconds * 1000),
+            **ROUTE_AROUND_DEAD_NODES,
         }
         if self.sasl_mechanism:
             conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username or "",
@@ -93,6 +118,11 @@ class ConnectionSettings:
             "security_protocol": self.security_protocol,
             "request_timeout_ms": int(self.timeout_seconds * 1000),
             "client_id": "kpo",
+            # Bounded like librdkafka's (above): a fresh client gives up on a dead bootstrap node within the request
+            # timeout, retries a node at most every 2 s, and its broker list is never older than 10 s.
+            "bootstrap_timeout_ms": int(self.timeout_seconds * 1000),
+            "reconnect_backoff_max_ms": 2_000,
+            "metadata_max_age_ms": 10_000,
         }
         if self.sasl_mechanism:
             kwargs.update({"sasl_mechanism": self.sasl_mechanism, "sasl_plain_username": self.sasl_username,
@@ -128,30 +158,130 @@ def _kp_refusal(error: type[kafka_errors.KafkaError] | kafka_errors.KafkaError) 
                         retriable=bool(getattr(error, "retriable", False)) or refusal(code).retriable)
 
 
-class KafkaAdminAdapter:
-    """Implements :class:`kpo.kafka.admin.KafkaAdmin` for one cluster. Thread-safe: calls are serialised."""
+def _alter_reassignments_request(targets: Mapping[TopicPartition, Replicas | None], allow_rf_change: bool, *,
+                                 timeout_ms: int) -> Any:
+    """AlterPartitionReassignmentsRequest with KIP-860's AllowReplicationFactorChange, from kafka-python's own
+    protocol class (its schema declares versions 0-1). The version is negotiated with the broker: a broker before
+    4.1 gets version 0, which has no such field, and kpo's own check of the replication factor is then the only one.
+    """
+    by_topic: dict[str, list[Any]] = {}
+    for tp, replicas in sorted(targets.items()):
+        by_topic.setdefault(tp.topic, []).append(_REASSIGNABLE_PARTITION(
+            partition_index=tp.partition, replicas=list(replicas) if replicas is not None else None))
+    return AlterPartitionReassignmentsRequest(
+        timeout_ms=timeout_ms, allow_replication_factor_change=allow_rf_change,
+        topics=[_REASSIGNABLE_TOPIC(name=name, partitions=parts) for name, parts in by_topic.items()])
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+
+class KafkaAdminAdapter:
+    """Implements :class:`kpo.kafka.admin.KafkaAdmin` for one cluster. Thread-safe: calls are serialised.
+
+    The first call checks the login: librdkafka does not fail an admin request whose broker refused the credentials,
+    it times out while reconnecting in the background (several logins a second), so the check watches librdkafka's
+    error callback. A refused login closes both clients at once and turns the adapter into a refusal that answers
+    every later call without touching the network (``login_refused``), until the operator replaces it once the
+    cluster's backoff step has passed. ``on_login_refused`` (returns what to add to the message, e.g. when the next
+    attempt is) and ``on_login`` tell the operator, which keeps that backoff.
+    """
+
+    def __init__(self, settings: ConnectionSettings, *, on_login_refused: Callable[[], str] | None = None,
+                 on_login: Callable[[], None] | None = None) -> None:
         self.settings = settings
         quiet = logging.getLogger("kpo.librdkafka")
-        self._admin = AdminClient(settings.confluent(), logger=quiet)
+        self._auth_errors: list[KafkaError] = []
+        conf: dict[str, Any] = {**settings.confluent(), "error_cb": self._on_error}
+        self._ck: AdminClient | None = AdminClient(conf, logger=quiet)
         self._files = tempfile.TemporaryDirectory(prefix="kpo-kafka-")
         self._kp: KafkaAdminClient | None = None
         self._lock = threading.RLock()
+        self._login_checked = False
+        self._refused_login: str | None = None
+        self._on_login_refused = on_login_refused
+        self._on_login = on_login
+
+    # ---------------------------------------------------------------------------------------- login
+
+    def _on_error(self, error: KafkaError) -> None:
+        # Called from poll(), in the polling thread. Other errors (a broker down) reach the calls themselves.
+        if access.is_authentication(error.name()):
+            self._auth_errors.append(error)
+
+    @property
+    def login_refused(self) -> bool:
+        return self._refused_login is not None
+
+    @property
+    def _admin(self) -> AdminClient:
+        with self._lock:
+            self._check_login()
+            assert self._ck is not None
+            return self._ck
+
+    def _check_login(self) -> None:
+        """Raise the refusal of an adapter whose login Kafka refused; on first use, find out whether it does."""
+        if self._refused_login is not None:
+            raise KafkaAuthenticationFailed(self._refused_login)
+        if self._ck is None:
+            raise KafkaUnavailable("the Kafka connection was closed")
+        if self._login_checked:
+            return
+        future = self._ck.describe_cluster(request_timeout=self.settings.timeout_seconds)
+        deadline = time.monotonic() + self.settings.timeout_seconds
+        while not future.done() and not self._auth_errors and time.monotonic() < deadline:
+            self._ck.poll(0.1)
+        self._ck.poll(0)
+        if self._auth_errors:
+            self._refuse_login(self._auth_errors[0].str())
+        # Any other outcome (Kafka unreachable, slow) is for the calls to report; the login is not checked again,
+        # but a refusal that shows up later is still found by refused_login_meanwhile.
+        self._login_checked = True
+        if future.done() and future.exception() is None and self._on_login is not None:
+            self._on_login()
+
+    def _refuse_login(self, detail: str) -> None:
+        self._drop_clients()
+        message = access.login_refused_message(self.settings.sasl_mechanism, self.settings.sasl_username,
+                                               self.settings.bootstrap_servers, detail)
+        if self._on_login_refused is not None:
+            message += self._on_login_refused()
+        self._refused_login = message
+        log.warning("%s", message)
+        raise KafkaAuthenticationFailed(message)
+
+    def refused_login_meanwhile(self) -> bool:
+        """Whether Kafka has refused this adapter's login, also after the first check (credentials changed on the
+        brokers); such an adapter stops connecting at once."""
+        with self._lock:
+            if self._refused_login is None and self._ck is not None:
+                self._ck.poll(0)
+                if self._auth_errors:
+                    with contextlib.suppress(KafkaAuthenticationFailed):
+                        self._refuse_login(self._auth_errors[0].str())
+            return self._refused_login is not None
+
+    def _drop_clients(self) -> None:
+        # Without a reference librdkafka's handle is destroyed, which ends its background reconnects.
+        self._reset_kafka_python()
+        self._ck = None
 
     # -------------------------------------------------------------------------------------- plumbing
 
     @contextlib.contextmanager
-    def _kafka_python(self) -> Iterator[KafkaAdminClient]:
+    def _kafka_python(self, request: access.Request | None = None) -> Iterator[KafkaAdminClient]:
         with self._lock:
+            self._check_login()  # a refused login must not start kafka-python's own reconnects
             if self._kp is None:
                 try:
                     self._kp = KafkaAdminClient(**self.settings.kafka_python(self._files.name))
+                except kafka_errors.SaslAuthenticationFailedError as exc:
+                    self._refuse_login(str(exc))
                 except kafka_errors.KafkaError as exc:
                     raise KafkaUnavailable(f"cannot connect to Kafka at {self.settings.bootstrap_servers}: "
                                            f"{exc}") from exc
             try:
                 yield self._kp
+            except kafka_errors.SaslAuthenticationFailedError as exc:
+                self._refuse_login(str(exc))
             except kafka_errors.KafkaError as exc:
                 found = _kp_refusal(exc)
                 # UnknownBrokerIdError is kafka-python's own: its metadata lost a broker that restarted. A new client
@@ -161,7 +291,10 @@ class KafkaAdminAdapter:
                 if found.retriable or isinstance(exc, unreachable):
                     self._reset_kafka_python()
                     raise KafkaUnavailable(str(found)) from exc
-                raise KafkaRequestRefused(found) from exc
+                raise KafkaRequestRefused(self._named(found, request)) from exc
+
+    def _named(self, refusal: KafkaRefusal, request: access.Request | None) -> KafkaRefusal:
+        return refusal if request is None else access.named(refusal, request, self.settings.principal)
 
     def _reset_kafka_python(self) -> None:
         if self._kp is not None:
@@ -169,7 +302,7 @@ class KafkaAdminAdapter:
                 self._kp.close()
         self._kp = None
 
-    def _result(self, future: Future[T]) -> T:
+    def _result(self, future: Future[T], request: access.Request | None = None) -> T:
         try:
             return future.result(timeout=self.settings.timeout_seconds + 5)
         except KafkaException as exc:
@@ -179,7 +312,7 @@ class KafkaAdminAdapter:
             found = _ck_refusal(error)
             if found.retriable:
                 raise KafkaUnavailable(str(found)) from exc
-            raise KafkaRequestRefused(found) from exc
+            raise KafkaRequestRefused(self._named(found, request)) from exc
         except TimeoutError as exc:
             raise KafkaUnavailable(f"Kafka did not answer within {self.settings.timeout_seconds}s") from exc
 
@@ -191,7 +324,7 @@ class KafkaAdminAdapter:
 
     def brokers(self) -> dict[int, Broker]:
         result = self._call(lambda: self._result(
-            self._admin.describe_cluster(request_timeout=self.settings.timeout_seconds)))
+            self._admin.describe_cluster(request_timeout=self.settings.timeout_seconds), access.describe_cluster()))
         return {n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port) for n in result.nodes}
 
     def topic_names(self) -> set[str]:
@@ -210,7 +343,7 @@ class KafkaAdminAdapter:
                                                   request_timeout=self.settings.timeout_seconds)
             for name, future in futures.items():
                 try:
-                    description = self._result(future)
+                    description = self._result(future, access.describe_topic(name))
                 except KafkaRequestRefused as exc:
                     if exc.refusal.code == "UNKNOWN_TOPIC_OR_PART":
                         continue
@@ -231,7 +364,7 @@ class KafkaAdminAdapter:
                                                        request_timeout=self.settings.timeout_seconds)
                 for future in futures.values():
                     try:
-                        entries = self._result(future)
+                        entries = self._result(future, access.describe_topic_configs(topic))
                     except KafkaRequestRefused as exc:
                         if exc.refusal.code == "UNKNOWN_TOPIC_OR_PART":
                             break
@@ -247,7 +380,7 @@ class KafkaAdminAdapter:
                 futures = self._admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(broker))],
                                                        request_timeout=self.settings.timeout_seconds)
                 for future in futures.values():
-                    entries = self._result(future)
+                    entries = self._result(future, access.describe_broker_configs(str(broker)))
                     out[broker] = {k: str(v.value) for k, v in entries.items()
                                    if k in names and v.value is not None and not v.is_default
                                    and v.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value}
@@ -264,17 +397,31 @@ class KafkaAdminAdapter:
                 futures = self._admin.incremental_alter_configs([ConfigResource(kind, name,
                                                                                 incremental_configs=entries)])
                 for future in futures.values():
-                    self._result(future)
+                    self._result(future, access.alter_configs(resource, name))
 
     # ------------------------------------------------------------------------------- reassignments
 
+    def _to_controller(self, call: Callable[[KafkaAdminClient], T], request: access.Request) -> T:
+        """A KIP-455 request, which kafka-python sends to the node its metadata named as controller (in KRaft: any
+        live broker, picked by the broker that answered). Until a dead node is fenced it may still be named, and the
+        connection is refused: a fresh client reads fresh metadata and names another, so try again at once."""
+        for attempt in range(_CONTROLLER_ATTEMPTS):
+            try:
+                with self._kafka_python(request) as kp:
+                    return call(kp)
+            except KafkaUnavailable as exc:
+                if attempt + 1 == _CONTROLLER_ATTEMPTS or not isinstance(exc.__cause__,
+                                                                          kafka_errors.KafkaConnectionError):
+                    raise
+        raise AssertionError("unreachable")
+
     def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
                            ) -> dict[TopicPartition, OngoingReassignment]:
-        with self._kafka_python() as kp:
-            asked = None if partitions is None else [KpTopicPartition(tp.topic, tp.partition) for tp in partitions]
-            if asked == []:
-                return {}
-            raw = kp.list_partition_reassignments(asked, timeout_ms=int(self.settings.timeout_seconds * 1000))
+        asked = None if partitions is None else [KpTopicPartition(tp.topic, tp.partition) for tp in partitions]
+        if asked == []:
+            return {}
+        raw = self._to_controller(lambda kp: kp.list_partition_reassignments(
+            asked, timeout_ms=int(self.settings.timeout_seconds * 1000)), access.list_reassignments())
         return {
             TopicPartition(tp.topic, tp.partition): OngoingReassignment(
                 replicas=tuple(v["replicas"]), adding=tuple(v["adding_replicas"]),
@@ -282,29 +429,49 @@ class KafkaAdminAdapter:
             for tp, v in raw.items()
         }
 
-    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None]
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None], *,
+                            allow_replication_factor_change: bool = False
                             ) -> dict[TopicPartition, KafkaRefusal | None]:
         if not targets:
             return {}
-        request = {KpTopicPartition(tp.topic, tp.partition): (list(r) if r is not None else None)
-                   for tp, r in targets.items()}
-        with self._kafka_python() as kp:
-            raw = kp.alter_partition_reassignments(request, timeout_ms=int(self.settings.timeout_seconds * 1000))
+        request = _alter_reassignments_request(targets, allow_replication_factor_change,
+                                               timeout_ms=int(self.settings.timeout_seconds * 1000))
+        # kafka-python's alter_partition_reassignments() has no way to set AllowReplicationFactorChange (its default,
+        # true, is what it sends). The request is its own protocol class, sent the way that method sends it: to the
+        # controller, retried once on NOT_CONTROLLER, the top-level error raised. Sent again only when the connection
+        # failed: the same targets (or cancellations) twice are harmless.
+        response = self._to_controller(lambda kp: kp._manager.run(
+            kp._send_request_to_controller, request, lambda r: (kafka_errors.for_code(r.error_code),)),
+            access.alter_reassignments())
         answers: dict[TopicPartition, KafkaRefusal | None] = {}
-        for tp in targets:
-            error = raw.get(KpTopicPartition(tp.topic, tp.partition), "missing")
-            if error == "missing":
-                answers[tp] = KafkaRefusal("UNKNOWN", "Kafka did not answer for this partition", retriable=True)
-            else:
-                answers[tp] = None if error is None else _kp_refusal(error)
-        return answers
+        for topic in response.responses:
+            for partition in topic.partitions:
+                code = kafka_errors.for_code(partition.error_code)
+                found = None if code is kafka_errors.NoError else _kp_refusal(code)
+                if found is not None and partition.error_message:
+                    found = KafkaRefusal(found.code, partition.error_message, found.retriable)
+                if found is not None:
+                    found = self._named(found, access.alter_reassignments())
+                answers[TopicPartition(topic.name, partition.partition_index)] = found
+        return {tp: answers.get(tp, KafkaRefusal("UNKNOWN", "Kafka did not answer for this partition",
+                                                 retriable=True)) for tp in targets}
 
-    def log_dirs(self, topics: Collection[str]) -> LogDirReport:
+    def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
         report = LogDirReport()
         if not topics:
             return report
-        with self._kafka_python() as kp:
-            per_broker = kp.describe_log_dirs(sorted(set(topics)))
+        per_broker = []
+        with self._kafka_python(access.describe_log_dirs()) as kp:
+            # One broker at a time, and only those the caller's DescribeCluster found live: kafka-python's own
+            # metadata may still name a broker that died (its refresh keeps trying that node), and each request to it
+            # would wait out the whole timeout. One that died since is left out — its replicas are not there to
+            # measure — instead of failing the whole tick.
+            for broker in sorted(brokers):
+                try:
+                    per_broker.extend(kp.describe_log_dirs(sorted(set(topics)), brokers=[broker]))
+                except (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError,
+                        kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError):
+                    log.info("DescribeLogDirs: broker %s cannot be reached; its replicas are left out", broker)
         for answer in per_broker:
             broker = int(answer["broker"])
             report.broker_dirs[broker] = frozenset(d["log_dir"] for d in answer["log_dirs"]
@@ -326,13 +493,13 @@ class KafkaAdminAdapter:
         if not moves:
             return {}
         request = {TopicPartitionReplica(tp.topic, tp.partition, broker): path for (tp, broker), path in moves.items()}
-        with self._kafka_python() as kp:
+        with self._kafka_python(access.alter_log_dirs()) as kp:
             raw = kp.alter_replica_log_dirs(request)
         answers: dict[tuple[TopicPartition, int], KafkaRefusal | None] = {}
         for replica, error in raw.items():
             key = (TopicPartition(replica.topic, replica.partition), replica.broker_id)
             ok = error is None or error is kafka_errors.NoError or isinstance(error, kafka_errors.NoError)
-            answers[key] = None if ok else _kp_refusal(error)
+            answers[key] = None if ok else self._named(_kp_refusal(error), access.alter_log_dirs())
         return answers
 
     # ------------------------------------------------------------------------------------ leaders
@@ -343,8 +510,9 @@ class KafkaAdminAdapter:
         asked = None if partitions is None else [CkTopicPartition(tp.topic, tp.partition) for tp in partitions]
         # No request_timeout: confluent-kafka 2.16's elect_leaders fails with a SystemError on any keyword argument.
         # socket.timeout.ms bounds the request and _result bounds the wait.
-        result = self._call(lambda: self._result(self._admin.elect_leaders(kind, asked)))
-        return {TopicPartition(tp.topic, tp.partition): (None if err is None else _ck_refusal(err))
+        result = self._call(lambda: self._result(self._admin.elect_leaders(kind, asked), access.elect_leaders()))
+        return {TopicPartition(tp.topic, tp.partition): (
+                    None if err is None else self._named(_ck_refusal(err), access.elect_leaders()))
                 for tp, err in result.items()}
 
     # ---------------------------------------------------------------------------------- partitions
@@ -357,17 +525,19 @@ class KafkaAdminAdapter:
             futures = self._admin.create_partitions([growth], request_timeout=self.settings.timeout_seconds,
                                                     operation_timeout=self.settings.timeout_seconds)
             try:
-                self._result(futures[topic])
+                self._result(futures[topic], access.create_partitions(topic))
             except KafkaRequestRefused as exc:
                 return exc.refusal
         return None
 
     def sample_key_partitions(self, topic: str, limit: int, partition_counts: Sequence[int]
-                              ) -> dict[tuple[int, ...], int]:
+                              ) -> dict[tuple[bool, ...], int]:
+        self._admin  # noqa: B018 - the login check: a refused login must not start a consumer's reconnects
         # No subscription, so no consumer group is joined and no offset is committed: the sampler only reads.
         consumer = Consumer({**self.settings.confluent(), "group.id": "kpo-key-sampler", "enable.auto.commit": False,
                              "enable.partition.eof": True}, logger=logging.getLogger("kpo.librdkafka"))
-        counts: Counter[tuple[int, ...]] = Counter()
+        counts: Counter[tuple[bool, ...]] = Counter()
+        first, *others = partition_counts
         try:
             ends = self._sample_ranges(consumer, topic, limit)
             consumer.assign([CkTopicPartition(topic, p, start) for p, (start, _) in ends.items()])
@@ -382,13 +552,15 @@ class KafkaAdminAdapter:
                             ends.pop(partition, None)
                             continue
                         found = _ck_refusal(error)
-                        raise KafkaUnavailable(str(found)) if found.retriable else KafkaRequestRefused(found)
+                        raise KafkaUnavailable(str(found)) if found.retriable else KafkaRequestRefused(
+                            self._named(found, access.read_topic(topic)))
                     if offset + 1 >= ends.get(partition, (0, 0))[1]:
                         ends.pop(partition, None)
                     key = message.key()
                     if key is None or sampled >= limit:
                         continue
-                    counts[tuple(murmur2(key, n) for n in partition_counts)] += 1
+                    before = murmur2(key, first)
+                    counts[tuple(murmur2(key, n) != before for n in others)] += 1
                     sampled += 1
         except KafkaException as exc:
             raise KafkaUnavailable(str(exc)) from exc
@@ -403,7 +575,8 @@ class KafkaAdminAdapter:
         if described is None or described.error is not None:
             error = described.error if described is not None else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
             found = _ck_refusal(error)
-            raise KafkaUnavailable(str(found)) if found.retriable else KafkaRequestRefused(found)
+            raise KafkaUnavailable(str(found)) if found.retriable else KafkaRequestRefused(
+                self._named(found, access.read_topic(topic)))
         partitions = sorted(described.partitions)
         share = -(-limit // max(1, len(partitions)))
         ranges: dict[int, tuple[int, int]] = {}
@@ -416,5 +589,5 @@ class KafkaAdminAdapter:
 
     def close(self) -> None:
         with self._lock:
-            self._reset_kafka_python()
+            self._drop_clients()
             self._files.cleanup()

@@ -2,8 +2,10 @@
 
 Three handlers: an index of every PartitionReassignment's claims (so each one sees the others: conflicts, and the
 cluster-wide scheduler), a timer that reconciles every ``pollIntervalSeconds`` (Kafka moves data on its own clock,
-so kpo polls it: there is no Kafka event to react to), and a deletion handler whose finalizer cancels the moves in
-flight unless ``deletionPolicy: Orphan``. A per-resource lock keeps the timer and the deletion handler apart.
+so kpo polls it: there is no Kafka event to react to) while the resource is not at rest, and a deletion handler
+whose finalizer cancels the moves in flight unless ``deletionPolicy: Orphan``. A per-resource lock keeps the timer
+and the deletion handler apart. Every tick goes through the operator's ApiOutage: while the Kubernetes API is down,
+ticks probe it with backoff instead of failing one by one.
 """
 
 from __future__ import annotations
@@ -25,9 +27,17 @@ from kpo.domain.model import TopicPartition
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
-from kpo.domain.throttle import ThrottleJournal
+from kpo.domain.throttle import ThrottleJournal, describe_pending
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources import Logger, kafka_refusals_retried, lost_kafka, parse_and_connect, post_outcome
+from kpo.resources import (
+    Logger,
+    Outcome,
+    kafka_refusals_retried,
+    lost_kafka,
+    not_authorized_outcome,
+    parse_and_connect,
+    post_outcome,
+)
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler, throttling
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, TERMINAL, Phase
 from kpo.resources.partition_reassignment.planning import PlanIntent
@@ -85,10 +95,20 @@ def partitionreassignment_claims(*, meta: kopf.Meta, spec: kopf.Spec, status: ko
     return {cluster: _claim(meta, spec, status)}
 
 
-def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, uid: str,
-                               patch: kopf.Patch, memo: Any, logger: Logger,
-                               partitionreassignment_claims: kopf.Index[str, Claim] | None = None,
-                               **_: Any) -> None:
+def partitionreassignment_polls(*, meta: kopf.Meta, status: kopf.Status, **_: Any) -> bool:
+    """Whether the timer runs at all. Not for a resource at rest: terminal for its current spec, with no move of
+    its own in flight and no throttle to take back. Kopf evaluates this on every change of the resource, so a
+    spec change (a new generation) starts the timer again; at rest, nothing is read, not even a ConfigMap."""
+    return not reconciler.at_rest(int(meta.get("generation") or 1), memory_of(status, {}), status)
+
+
+def partitionreassignment_tick(*, memo: Any, **kwargs: Any) -> None:
+    _context(memo).api_outage.run(lambda: _tick(memo=memo, **kwargs))
+
+
+def _tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, uid: str, patch: kopf.Patch,
+          memo: Any, logger: Logger, partitionreassignment_claims: kopf.Index[str, Claim] | None = None,
+          **_: Any) -> None:
     if meta.get("deletionTimestamp"):
         return
     context = _context(memo)
@@ -106,7 +126,12 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         parsed, kafka = inputs
         intent = intent_of(parsed, generation)
         if parsed.plan is not None:
-            planned = _plan_step(body, parsed, context=context, kafka=kafka, now=now)
+            planned: reconciler.TickOutcome | Proposal | None = None
+            with kafka_refusals_retried(logger) as refused:
+                planned = _plan_step(body, parsed, context=context, kafka=kafka, now=now)
+            if refused.refusal is not None:
+                post_outcome(body, patch, not_authorized_outcome(status, generation, refused.refusal, now))
+                return
             if planned is None:
                 return
             if isinstance(planned, reconciler.TickOutcome):
@@ -116,9 +141,15 @@ def partitionreassignment_tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.S
         originals = context.rollbacks.load(meta["namespace"], meta["name"])
         assert partitionreassignment_claims is not None, "Kopf passes every index to every handler"
         ports = _ports(body, parsed, context, kafka, partitionreassignment_claims)
-        with kafka_refusals_retried(logger):
+        outcome: reconciler.TickOutcome | Outcome | None = None
+        with kafka_refusals_retried(logger) as refused:
             outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(status, originals), ports=ports,
                                       now=now)
+        if refused.refusal is not None:
+            outcome = not_authorized_outcome(status, generation, refused.refusal, now)
+            left = ports.load_throttle()  # a refused throttle change leaves in the journal only what was applied
+            if outcome is not None and not left.empty:
+                outcome.status["throttle"] = throttling.to_status(left)  # taken back by the ticks to come
         tick_metrics.settle(originals, outcome)
         if lost_kafka(outcome):
             context.forget_kafka(parsed.cluster_ref)
@@ -146,13 +177,11 @@ def _plan_step(body: kopf.Body, parsed: PartitionReassignmentSpec, *, context: O
     approval = parsed.approval
     intent = PlanIntent(generation=generation, request=request,
                         automatic=approval is not None and approval.mode.value == "Automatic",
-                        approved_id=approval.proposal_id if approval is not None else None, stop=parsed.stop)
-    try:
-        return plan_reconciler.plan_tick(body=body, phase=Phase.PENDING if fresh else phase, intent=intent,
-                                         kafka=kafka, jobs=context.planning_jobs, proposals=context.proposals,
-                                         now=now)
-    except KafkaRequestRefused as exc:
-        raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
+                        approved_id=approval.proposal_id if approval is not None else None, stop=parsed.stop,
+                        allow_internal_topics=parsed.allow_internal_topics,
+                        allow_replication_factor_decrease=parsed.allow_replication_factor_decrease)
+    return plan_reconciler.plan_tick(body=body, phase=Phase.PENDING if fresh else phase, intent=intent, kafka=kafka,
+                                     jobs=context.planning_jobs, proposals=context.proposals, now=now)
 
 
 def _ports(body: kopf.Body, parsed: PartitionReassignmentSpec, context: OperatorContext, kafka: KafkaAdmin,
@@ -214,6 +243,10 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
         journal = context.rollbacks.load_throttle(meta["namespace"], meta["name"])
         if phase_of(status) in TERMINAL and not owned and journal.empty:
             return  # finished, nothing of its own in flight, no throttle: nothing to ask Kafka
+        if not owned and journal.empty and not context.rollbacks.load(meta["namespace"], meta["name"]):
+            # No move was ever sent: a partition's original replicas are on record before its first move is. So
+            # there is nothing to cancel, whether or not Kafka can be reached (or lets kpo log in) right now.
+            return
         try:
             ongoing = kafka.list_reassignments(set(owned) | set(targets))
             # Also cancel moves towards this CR's own targets that a status write may not have recorded yet.
@@ -232,7 +265,11 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
                 claims: list[Claim] = list(partitionreassignment_claims.get(
                     context.cluster_name(parsed.cluster_ref), [])) if partitionreassignment_claims is not None else []
                 others = [c.throttle for c in claims if c.live and c.key != f"{meta['namespace']}/{meta['name']}"]
-                throttling.remove(kafka, journal, others, lambda j: context.rollbacks.save_throttle(body, j))
+                left = throttling.remove(kafka, journal, others, lambda j: context.rollbacks.save_throttle(body, j),
+                                         live_brokers=kafka.brokers())
+                if not left.empty:
+                    # The journal goes with the ConfigMap once the finalizer lets go: hold on until nothing leaks.
+                    raise kopf.TemporaryError(f"cannot remove every throttle yet: {describe_pending(left)}", delay=10)
         except (KafkaUnavailable, KafkaRequestRefused) as exc:
             context.forget_kafka(parsed.cluster_ref)
             raise kopf.TemporaryError(f"cannot cancel the moves in flight yet: {exc}", delay=5) from exc
@@ -242,6 +279,7 @@ def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> N
     kopf.index(GROUP, VERSION, PLURAL, id="partitionreassignment_claims",
                registry=registry)(partitionreassignment_claims)
     kopf.timer(GROUP, VERSION, PLURAL, id="partitionreassignment_tick", interval=poll_interval_seconds,
-               backoff=max(5.0, 3 * poll_interval_seconds), registry=registry)(partitionreassignment_tick)
+               backoff=max(5.0, 3 * poll_interval_seconds), when=partitionreassignment_polls,
+               registry=registry)(partitionreassignment_tick)
     kopf.on.delete(GROUP, VERSION, PLURAL, id="partitionreassignment_delete",
                    registry=registry)(partitionreassignment_delete)

@@ -20,28 +20,40 @@ it was.
      │  │ stop        ▼                 │   │ stop
      │  └─────────► Stopped ◄───Keep────┤ Stopping ◄──┘
      │ invalid                          │     └───Revert──► Reverting ──► Reverted
+     │                                  ├─► Reverting (stop, onStop Revert, nothing in flight)
      ▼                                  │
     Invalid ◄───── spec changed to an invalid one
 
 Phases, and what each transitions to:
 
 - **Pending** — validates the spec against the live cluster and looks for conflicts. Transitions to *Invalid* (a
-  problem: nothing is sent to Kafka), stays *Pending* (a partition is claimed by an older live PartitionReassignment,
-  or is moving because someone else started it: kpo waits and says who holds it), *Stopped* (``spec.stop`` before
-  anything started), *Succeeded* (every partition already has its target: nothing to send), or *Executing* (original
-  replicas saved to the rollback ConfigMap first, then the first moves submitted).
+  problem, such as an unknown broker, an internal topic without ``allowInternalTopics`` or fewer replicas than the
+  partition has without ``allowReplicationFactorDecrease``: nothing is sent to Kafka), stays *Pending* (a partition
+  is claimed by an older live PartitionReassignment, or is moving because someone else started it: kpo waits and
+  says who holds it), *Stopped* (``spec.stop`` before anything started), *Succeeded* (every partition already has
+  its target: nothing to send), or *Executing* (original replicas saved to the rollback ConfigMap first, then the
+  first moves submitted).
 - **Executing** — each tick cancels moves of partitions dropped from the spec (KIP-455), re-targets moves whose
   target changed, and submits the pending moves the scheduler admits. Transitions to *Succeeded* (every partition at
   its target, nothing in flight), *Failed* (Kafka refused some move, and nothing else is left to run), *Stopping*
-  (``spec.stop``), *Invalid* (the spec was changed to one that cannot be carried out; moves already running are left
-  to finish, nothing new is sent).
+  (``spec.stop``), *Reverting* (``spec.stop`` with ``onStop: Revert`` when nothing of its own is in flight any
+  more: there is nothing to cancel, so the way back starts at once), *Invalid* (the spec was changed to one that
+  cannot be carried out; moves already running are left to finish, nothing new is sent). A move copying to a
+  broker that is down stays in flight (a move not started towards one is held back): the phase stays, with reason
+  *BrokerUnavailable* naming the brokers and the moves.
 - **Stopping** — cancels every move this CR started that is still in flight. Transitions to *Stopped* (``onStop:
   Keep``: completed partitions stay where they are) or *Reverting* (``onStop: Revert``) once nothing is in flight.
 - **Reverting** — moves every partition back to the replicas it had before the CR started (KIP-236), from the
-  rollback ConfigMap; partitions whose original replicas are all out of sync are skipped and reported. Transitions to
-  *Reverted*, or *Failed* if Kafka refuses.
+  rollback ConfigMap; partitions whose original replicas are all out of sync, or that would have to move back to a
+  broker that is down, are skipped and reported (a partition already back on its original replicas is reverted,
+  whatever their brokers' state). Transitions to *Reverted* (reason *PartiallyReverted* with the count when some
+  were skipped), or *Failed* if Kafka refuses.
 - **Succeeded**, **Failed**, **Invalid**, **Stopped**, **Reverted** — terminal for this generation of the spec; a
-  spec change sends the CR back to *Pending* (a *Stopped* CR whose ``stop`` is cleared resumes that way).
+  spec change sends the CR back to *Pending* (a *Stopped* CR whose ``stop`` is cleared resumes that way). While
+  throttles it set are still on the cluster (a broker that is down cannot take its rates back), the phase stays but
+  is not clean: ``Ready=False``, ``Progressing=True``, reason *ThrottleCleanupPending* naming what is left, until the
+  reconciler has taken back every entity (no phase change: it is the cluster's throttles, not the partitions, that
+  are not done).
 """
 
 from __future__ import annotations
@@ -49,7 +61,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kpo.api import ReassignmentPhase
+from kpo.api import INTERNAL_TOPICS, ReassignmentPhase
+from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.incremental import kip455_submissions
@@ -63,12 +76,15 @@ from kpo.domain.reassignment import (
     Targets,
     classify,
     misplaced_dirs,
+    summarize,
     validate,
 )
 
 # The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
 Phase = ReassignmentPhase
 
+THROTTLE_CLEANUP_PENDING = "ThrottleCleanupPending"
+BROKER_UNAVAILABLE = "BrokerUnavailable"
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID, Phase.STOPPED, Phase.REVERTED})
 # Phases in which a CR claims its partitions: another CR wanting one of them must wait.
 CLAIMING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED, Phase.EXECUTING, Phase.STOPPING,
@@ -77,7 +93,8 @@ CLAIMING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED, Phase.EXECU
 TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.PENDING, Phase.INVALID, Phase.STOPPED, Phase.STOPPING, Phase.SUCCEEDED,
                               Phase.EXECUTING}),
-    Phase.EXECUTING: frozenset({Phase.EXECUTING, Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPING, Phase.INVALID}),
+    Phase.EXECUTING: frozenset({Phase.EXECUTING, Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPING, Phase.REVERTING,
+                                Phase.INVALID}),
     Phase.STOPPING: frozenset({Phase.STOPPING, Phase.STOPPED, Phase.REVERTING}),
     Phase.REVERTING: frozenset({Phase.REVERTING, Phase.REVERTED, Phase.FAILED}),
     Phase.SUCCEEDED: frozenset({Phase.SUCCEEDED, Phase.PENDING}),
@@ -100,6 +117,9 @@ class Intent:
     incremental: bool = False
     throttle: int | None = None
     elect_leaders_after: bool = False
+    # Kafka's internal topics are off limits, and a shorter replica list is refused, unless the spec says otherwise.
+    allow_internal_topics: bool = False
+    allow_replication_factor_decrease: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,9 +163,18 @@ class Decision:
     targets: Mapping[TopicPartition, Target] = field(default_factory=dict)
     classification: Classification | None = None
     events: tuple[Event, ...] = ()
+    # Throttle entities that could not be taken back yet (a broker down), set by the reconciler after acting: a
+    # terminal phase is then not clean — not Ready, still Progressing — until they are gone.
+    cleanup_pending: str = ""
+    # Brokers that moves of this step wait on because they are down (reason BrokerUnavailable).
+    unavailable_brokers: tuple[int, ...] = ()
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
+        if self.cleanup_pending and self.phase in TERMINAL:
+            stalled = self.phase in (Phase.FAILED, Phase.INVALID)
+            return cond.kstatus(ready=False, progressing=not stalled, stalled=stalled,
+                                reason=THROTTLE_CLEANUP_PENDING, message=f"{self.message}; {self.cleanup_pending}")
         ready = self.phase is Phase.SUCCEEDED
         progressing = self.phase in (Phase.PENDING, Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING) and not (
             self.conflicts and self.phase is Phase.PENDING)
@@ -192,9 +221,9 @@ def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit =
 
 def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
     view = observed.view
-    problems = validate(intent.targets, view)
+    problems = _validate(intent, memory, view)
     if problems:
-        return Decision(Phase.INVALID, problems[0].reason, "; ".join(str(p) for p in problems),
+        return Decision(Phase.INVALID, problems[0].reason, summarize(problems),
                         problems=tuple(problems))
     if intent.stop:
         if _owned_in_flight(memory, view) or (intent.revert_on_stop and memory.originals):
@@ -219,11 +248,11 @@ def _executing(intent: Intent, memory: Memory, observed: Observation, admit: Adm
     if intent.stop:
         return _stopping(intent, _with_memory(memory, phase=Phase.STOPPING), observed, admit)
     if intent.generation != memory.observed_generation:
-        problems = validate(intent.targets, observed.view)
+        problems = _validate(intent, memory, observed.view)
         if problems:
             return Decision(Phase.INVALID, problems[0].reason,
                             "the changed spec cannot be carried out (moves already running are left to finish): "
-                            + "; ".join(str(p) for p in problems), problems=tuple(problems))
+                            + summarize(problems), problems=tuple(problems))
     classification = classify(intent.targets, memory.owned, observed.view, incremental=intent.incremental)
     return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification,
                     incremental=intent.incremental)
@@ -251,6 +280,10 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         retarget[tp] = steps[0] if steps else targets[tp].replicas
     pending = [tp for tp in classification.of(PartitionStatus.PENDING) if tp not in blocked and tp not in failed]
     in_flight = {tp: r for tp, r in classification.owned.items() if tp not in classification.dropped}
+    # Moves that cannot finish while a broker they copy to is down: in flight (Kafka keeps them until the broker is
+    # back and in sync) or not started (held back: submitting would only add one more stuck move).
+    waiting = {tp: down for tp in in_flight if tp in view.ongoing
+               if (down := tuple(b for b in view.ongoing[tp].adding if b not in view.brokers))}
     position = {tp: i for i, tp in enumerate(targets)}
     candidates = []
     for tp in pending:
@@ -258,7 +291,9 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         if state is None:
             continue  # the topic went away mid-flight; validation of the next spec change will say so
         step = next_submission(targets[tp].replicas, state, incremental)
-        if step is not None:
+        if step is not None and (down := tuple(b for b in step if b not in state.replicas and b not in view.brokers)):
+            waiting[tp] = down
+        elif step is not None:
             candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,
                                         position[tp], view.write_rates.get(tp, 0.0)))
     by_partition = {c.partition: c for c in candidates}
@@ -279,20 +314,44 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
                     skipped=dict(skipped or {}), targets=targets)
     final = Phase.REVERTED if phase is Phase.REVERTING else Phase.SUCCEEDED
     if done and not running and not failed:
+        if final is Phase.REVERTED and skipped:
+            return _with(base, phase=final, reason="PartiallyReverted",
+                         message=f"{len(targets)} of {len(targets) + len(skipped)} partition(s) reverted to their "
+                                 f"original replicas; {len(skipped)} skipped (status.skipped): {_first(skipped)}")
         verb = "reverted to its original replicas" if final is Phase.REVERTED else "has its target replicas"
         return _with(base, phase=final, reason=final.value, message=f"every partition {verb}")
     if failed and not running:
         worst = sorted(failed)[:3]
         detail = "; ".join(f"{tp}: {memory.failures[tp]}" for tp in worst)
-        return _with(base, phase=Phase.FAILED, reason="KafkaRefused",
+        return _with(base, phase=Phase.FAILED, reason=access.refusal_reason(memory.failures[tp] for tp in failed),
                      message=f"Kafka refused {len(failed)} of {len(targets)} partition move(s): {detail}")
-    counts = f"{len(classification.of(PartitionStatus.COMPLETED))}/{len(targets)} partitions done, " \
-             f"{len(in_flight) + len(submit) - len(retarget)} moving"
-    if conflicts:
-        counts += f", {len(conflicts)} waiting for other holders"
+    moving = len(in_flight) + len(submit) - len(retarget)
+    return _running(base, moving=moving, skipped=len(skipped or {}), failed=len(failed), waiting=waiting,
+                    in_flight=in_flight)
+
+
+def _running(base: Decision, *, moving: int, skipped: int, failed: int,
+             waiting: Mapping[TopicPartition, tuple[int, ...]], in_flight: Mapping[TopicPartition, Replicas]
+             ) -> Decision:
+    """The decision while moves still run: counts, and which moves wait on a broker that is down."""
+    classification = base.classification
+    assert classification is not None
+    counts = f"{len(classification.of(PartitionStatus.COMPLETED))}/{len(base.targets) + skipped} " \
+             f"partitions done, {moving} moving"
+    if skipped:
+        counts += f", {skipped} skipped"
+    if base.conflicts:
+        counts += f", {len(base.conflicts)} waiting for other holders"
     if failed:
-        counts += f", {len(failed)} refused by Kafka"
-    return _with(base, reason="Reverting" if phase is Phase.REVERTING else "Executing", message=counts)
+        counts += f", {failed} refused by Kafka"
+    if waiting:
+        down = sorted({b for brokers in waiting.values() for b in brokers})
+        detail = ", ".join(f"{tp} ({'in flight' if tp in in_flight else 'not started'})" for tp in sorted(waiting)[:5])
+        more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+        return _with(base, reason=BROKER_UNAVAILABLE, unavailable_brokers=tuple(down),
+                     message=f"{broker_unavailable_headline(down)}: {len(waiting)} move(s) wait on it: "
+                             f"{detail}{more}; {counts}")
+    return _with(base, reason="Reverting" if base.phase is Phase.REVERTING else "Executing", message=counts)
 
 
 def _stopping(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
@@ -322,6 +381,9 @@ def _reverting(intent: Intent, memory: Memory, observed: Observation, admit: Adm
         in_flight = tp in view.ongoing and view.ongoing[tp].target != original
         if state is None:
             skipped[tp] = "the partition no longer exists"
+        elif state.replicas == original and tp not in view.ongoing:
+            # Already back (a cancelled move returns to its original replicas): reverted, even with one of them down.
+            targets[tp] = Target(original)
         elif in_flight and (reason := _unsafe_to_cancel(tp, view)):
             skipped[tp] = reason
         elif offline:
@@ -353,6 +415,11 @@ _HANDLERS: Mapping[Phase, Callable[[Intent, Memory, Observation, Admit], Decisio
 # -------------------------------------------------------------------------------------------------------- helpers
 
 
+def _validate(intent: Intent, memory: Memory, view: ClusterView) -> list[Problem]:
+    return validate(intent.targets, view, internal_topics=() if intent.allow_internal_topics else INTERNAL_TOPICS,
+                    allow_rf_decrease=intent.allow_replication_factor_decrease, originals=memory.originals)
+
+
 def _conflicts(classification: Classification, observed: Observation, memory: Memory) -> list[Conflict]:
     # A move started by another PartitionReassignment is reported with that resource's name, not as "external".
     found = [Conflict(tp, "external") for tp in classification.of(PartitionStatus.EXTERNAL)
@@ -374,6 +441,16 @@ def _unsafe_to_cancel(tp: TopicPartition, view: ClusterView) -> str | None:
 def _owned_in_flight(memory: Memory, view: ClusterView) -> tuple[TopicPartition, ...]:
     return tuple(tp for tp, replicas in memory.owned.items()
                  if tp in view.ongoing and view.ongoing[tp].target == replicas)
+
+
+def broker_unavailable_headline(brokers: Sequence[int]) -> str:
+    """The start of a BrokerUnavailable message: the same for as long as the same brokers are down."""
+    return f"broker(s) {sorted(brokers)} not available"
+
+
+def _first(skipped: Mapping[TopicPartition, str]) -> str:
+    tp = min(skipped)
+    return f"{tp}: {skipped[tp]}" + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else "")
 
 
 def _with(decision: Decision, **changes: object) -> Decision:

@@ -27,7 +27,7 @@ from kpo.resources.partition_reassignment.planning import (
     decide_planning,
     selected_topics,
 )
-from kpo.resources.partition_reassignment.reconciler import TickOutcome, unavailable_outcome
+from kpo.resources.partition_reassignment.reconciler import TickOutcome, topic_names_with, unavailable_outcome
 
 
 class JobBackend(Protocol):
@@ -51,15 +51,15 @@ class Snapshot:
     partitions: list[PartitionRecord]
 
 
-def snapshot(kafka: KafkaAdmin, request: PlanRequest) -> Snapshot:
+def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = False) -> Snapshot:
     """Brokers (with racks and liveness) and every partition (replicas, leader, ISR, size) the planner needs."""
     live = kafka.brokers()
-    names = kafka.topic_names()
-    chosen = selected_topics(request, frozenset(names))
+    names = topic_names_with(kafka, request.topics)
+    chosen = selected_topics(request, frozenset(names), allow_internal=allow_internal)
     # Every topic's load counts for the brokers' balance; internal topics only when the request names them.
     topics = {t for t in names if not t.startswith("__")} | chosen
     states = kafka.describe_topics(topics)
-    dirs = kafka.log_dirs(topics)
+    dirs = kafka.log_dirs(topics, live)
     ongoing = kafka.list_reassignments()
     view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        log_dirs=dirs.broker_dirs, topics=frozenset(names))
@@ -79,13 +79,13 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
     stored = proposals.load(meta["namespace"], meta["name"])
     current = stored[0] if stored is not None and stored[1] == intent.request else None
     try:
-        snap = snapshot(kafka, intent.request)
+        snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics)
         job = jobs.poll(body) if phase is Phase.PLANNING else Job(JobStatus.NONE)
         decision = decide_planning(phase, intent, job, current, snap.view)
         if decision.start_job:
             jobs.start(body, intent.request, snap.brokers, snap.partitions)
     except KafkaUnavailable as exc:
-        return unavailable_outcome(status, str(exc), now)
+        return unavailable_outcome(status, str(exc), now, reason=exc.reason)
     new_status: dict[str, Any] = {
         "phase": decision.phase.value,
         "observedGeneration": intent.generation,

@@ -16,12 +16,18 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
     Invalid            Failed                 (an empty plan: Succeeded at once, nothing to move)
 
 - **Pending** transitions to *Invalid* (the request cannot be met on this cluster: unknown or offline brokers, a
-  replication factor above the brokers that remain, no topic selected), *Stopped* (``spec.stop``), or *Planning*
-  (the job is started).
+  replication factor above the brokers that remain, no topic selected, an internal topic named without
+  ``allowInternalTopics``, a replication factor below the current one without ``allowReplicationFactorDecrease``),
+  *Stopped* (``spec.stop``), or *Planning* (the job is started).
 - **Planning** stays while the job runs (and starts it again if the operator restarted and lost it); transitions to
-  *Failed* (the job failed: its own message), *Succeeded* (nothing to move) or *Proposed*.
+  *Failed* (the job failed: its own message), *Succeeded* (nothing to move), *Invalid* (the proposal would do what
+  the spec does not allow, see :func:`proposal_problems`) or *Proposed*.
 - **Proposed** stays until approved; transitions to *Executing* (approved and the cluster unchanged), *Planning*
-  (approved, but the cluster changed since the snapshot), or *Stopped*.
+  (approved, but the cluster changed since the snapshot), *Invalid* (the spec changed since, and no longer allows
+  what the proposal does), or *Stopped*.
+
+Kafka's internal topics never enter a plan by accident: without ``allowInternalTopics`` they are left out of the
+snapshot the job sees, whatever ``topicPattern`` matches, and a proposal that names one anyway is refused.
 """
 
 from __future__ import annotations
@@ -31,17 +37,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kpo.api import INTERNAL_TOPICS
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest
 from kpo.domain.proposal import Proposal
-from kpo.domain.reassignment import Problem
+from kpo.domain.reassignment import Problem, current_replicas
 from kpo.resources.partition_reassignment.lifecycle import Phase
 
 PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.INVALID, Phase.STOPPED, Phase.PLANNING}),
-    Phase.PLANNING: frozenset({Phase.PLANNING, Phase.FAILED, Phase.SUCCEEDED, Phase.PROPOSED, Phase.STOPPED}),
-    Phase.PROPOSED: frozenset({Phase.PROPOSED, Phase.EXECUTING, Phase.PLANNING, Phase.STOPPED}),
+    Phase.PLANNING: frozenset({Phase.PLANNING, Phase.FAILED, Phase.SUCCEEDED, Phase.PROPOSED, Phase.STOPPED,
+                               Phase.INVALID}),
+    Phase.PROPOSED: frozenset({Phase.PROPOSED, Phase.EXECUTING, Phase.PLANNING, Phase.STOPPED, Phase.INVALID}),
 }
 
 
@@ -67,6 +75,8 @@ class PlanIntent:
     automatic: bool
     approved_id: str | None
     stop: bool = False
+    allow_internal_topics: bool = False
+    allow_replication_factor_decrease: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,8 +90,12 @@ class PlanningDecision:
     events: tuple[Event, ...] = field(default=())
 
 
-def selected_topics(request: PlanRequest, topics: frozenset[str]) -> set[str]:
-    """The topics a request selects: named ones, or a pattern (whole-name match), or every non-internal topic."""
+def selected_topics(request: PlanRequest, topics: frozenset[str], *, allow_internal: bool = False) -> set[str]:
+    """The topics a request selects: named ones, or a pattern (whole-name match), or every non-internal topic.
+
+    Kafka's internal topics are selected only with ``allow_internal`` (spec.allowInternalTopics), and then only by
+    name or pattern: "every topic" never means __consumer_offsets.
+    """
     if request.topics:
         chosen = set(request.topics) & topics
     elif request.topic_pattern:
@@ -89,17 +103,35 @@ def selected_topics(request: PlanRequest, topics: frozenset[str]) -> set[str]:
         chosen = {t for t in topics if pattern.fullmatch(t)}
     else:
         chosen = {t for t in topics if not t.startswith("__")}
+    if not allow_internal:
+        chosen -= set(INTERNAL_TOPICS)
     return chosen - set(request.exclude_topics)
 
 
-def validate_request(request: PlanRequest, view: ClusterView) -> list[Problem]:
+def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal: bool = False,
+                     allow_rf_decrease: bool = False) -> list[Problem]:
     problems: list[Problem] = []
     live = sorted(view.brokers)
+    selected = selected_topics(request, view.topics, allow_internal=allow_internal)
     if request.topics:
         missing = sorted(set(request.topics) - view.topics)
         if missing:
             problems.append(Problem("spec.plan.topics", "UnknownTopic", f"topic(s) {missing} do not exist"))
-    if not selected_topics(request, view.topics):
+        internal = sorted(set(request.topics) & set(INTERNAL_TOPICS)) if not allow_internal else []
+        if internal:
+            problems.append(Problem("spec.plan.topics", "InternalTopic",
+                                    f"{internal} are internal Kafka topics: planning them needs "
+                                    f"spec.allowInternalTopics: true"))
+    if request.replication_factor is not None and not allow_rf_decrease:
+        above = sorted(tp for tp, s in view.partitions.items()
+                       if tp.topic in selected and len(s.replicas) > request.replication_factor)
+        if above:
+            problems.append(Problem("spec.plan.replicationFactor", "ReplicationFactorDecrease",
+                                    f"replication factor {request.replication_factor} is below what {len(above)} "
+                                    f"selected partition(s) have now (e.g. {above[0]}: "
+                                    f"{len(view.partitions[above[0]].replicas)}); decreasing it needs "
+                                    f"spec.allowReplicationFactorDecrease: true"))
+    if not selected:
         problems.append(Problem("spec.plan", "NothingSelected", "the plan selects no topic: nothing to plan"))
     if request.goal is Goal.ADD_BROKERS:
         offline = [b for b in request.brokers if b not in view.brokers]
@@ -108,12 +140,32 @@ def validate_request(request: PlanRequest, view: ClusterView) -> list[Problem]:
                                     f"broker(s) {offline} to add are not live brokers (live: {live})"))
     remaining = [b for b in live if not (request.goal is Goal.REMOVE_BROKERS and b in request.brokers)]
     needed = request.replication_factor or max(
-        (len(s.replicas) for tp, s in view.partitions.items()
-         if tp.topic in selected_topics(request, view.topics)), default=1)
+        (len(s.replicas) for tp, s in view.partitions.items() if tp.topic in selected), default=1)
     if needed > len(remaining):
         problems.append(Problem("spec.plan", "NotEnoughBrokers",
                                 f"replication factor {needed} needs {needed} brokers, but only {len(remaining)} "
                                 f"would remain ({remaining})"))
+    return problems
+
+
+def proposal_problems(proposal: Proposal, view: ClusterView, intent: PlanIntent) -> list[Problem]:
+    """What a proposal would do that the spec does not allow: touch an internal topic, or shrink a partition's
+    replica list. Checked when the job answers and again at approval, since the spec may have changed in between."""
+    problems: list[Problem] = []
+    if not intent.allow_internal_topics:
+        internal = sorted({tp.topic for tp in proposal.targets} & set(INTERNAL_TOPICS))
+        if internal:
+            problems.append(Problem("spec.allowInternalTopics", "InternalTopic",
+                                    f"proposal {proposal.id} moves internal Kafka topic(s) {internal}: that needs "
+                                    f"spec.allowInternalTopics: true"))
+    if not intent.allow_replication_factor_decrease:
+        shrunk = sorted(tp for tp, replicas in proposal.targets.items()
+                        if len(replicas) < len(proposal.basis.get(tp) or current_replicas(tp, view)))
+        if shrunk:
+            problems.append(Problem("spec.allowReplicationFactorDecrease", "ReplicationFactorDecrease",
+                                    f"proposal {proposal.id} gives {len(shrunk)} partition(s) fewer replicas than "
+                                    f"they have (e.g. {shrunk[0]}): that needs "
+                                    f"spec.allowReplicationFactorDecrease: true"))
     return problems
 
 
@@ -148,10 +200,10 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
     if intent.stop:
         return PlanningDecision(Phase.STOPPED, "Stopped", "spec.stop is set; nothing was moved")
     if phase is Phase.PENDING:
-        problems = validate_request(intent.request, view)
+        problems = validate_request(intent.request, view, allow_internal=intent.allow_internal_topics,
+                                    allow_rf_decrease=intent.allow_replication_factor_decrease)
         if problems:
-            return PlanningDecision(Phase.INVALID, problems[0].reason, "; ".join(map(str, problems)),
-                                    problems=tuple(problems))
+            return _invalid(problems)
         return PlanningDecision(Phase.PLANNING, "Planning", f"planning {intent.request.goal.value}",
                                 start_job=True)
     if phase is Phase.PLANNING:
@@ -164,6 +216,8 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
         if not job.proposal.targets:
             return PlanningDecision(Phase.SUCCEEDED, "NothingToMove",
                                     "the cluster already meets the goal: the plan moves nothing")
+        if problems := proposal_problems(job.proposal, view, intent):
+            return _invalid(problems)
         return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(job.proposal, intent),
                                 proposal=job.proposal)
     # Proposed
@@ -174,6 +228,8 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
     approved = intent.automatic or intent.approved_id == proposal.id
     if not approved:
         return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(proposal, intent), proposal=proposal)
+    if problems := proposal_problems(proposal, view, intent):
+        return _invalid(problems)
     reasons = changed_since(proposal, view)
     if reasons:
         detail = "; ".join(reasons[:3]) + ("…" if len(reasons) > 3 else "")
@@ -183,6 +239,10 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
     return PlanningDecision(Phase.EXECUTING, "Approved",
                             f"proposal {proposal.id} approved: moving {len(proposal.targets)} partition(s)",
                             proposal=proposal)
+
+
+def _invalid(problems: list[Problem]) -> PlanningDecision:
+    return PlanningDecision(Phase.INVALID, problems[0].reason, "; ".join(map(str, problems)), problems=tuple(problems))
 
 
 def _awaiting(proposal: Proposal, intent: PlanIntent) -> str:

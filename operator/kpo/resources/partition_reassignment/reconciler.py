@@ -10,29 +10,44 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
-from kpo.domain.reassignment import Candidate, PartitionStatus, Problem, Progress, progress
-from kpo.domain.throttle import ThrottleJournal
+from kpo.domain.reassignment import (
+    Candidate,
+    PartitionStatus,
+    Problem,
+    Progress,
+    changes_replication_factor,
+    progress,
+    settled,
+    summarize,
+)
+from kpo.domain.throttle import ThrottleJournal, describe_pending
 from kpo.k8s.rollback import rollback_name as rollback_config_map_name_of
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.partition_reassignment import throttling
 from kpo.resources.partition_reassignment.lifecycle import (
+    BROKER_UNAVAILABLE,
     TERMINAL,
+    THROTTLE_CLEANUP_PENDING,
     Decision,
     Intent,
     Memory,
     Observation,
     Phase,
+    broker_unavailable_headline,
     decide,
 )
 
 log = logging.getLogger(__name__)
+#: Entries of status.conflicts and status.skipped: each can name every partition of a spec of thousands.
+REPORTED_PARTITIONS = 100
 
 # Memory.failures are cleared when a new run starts: back in Pending (a new spec) or when reverting begins.
 _FRESH_START = frozenset({Phase.PENDING, Phase.REVERTING})
@@ -46,14 +61,23 @@ class TickOutcome:
 
 
 def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool) -> ClusterView:
-    """The slice of the cluster one tick needs, read fresh from Kafka."""
+    """The slice of the cluster one tick needs, read fresh from Kafka.
+
+    What is moving (ListPartitionReassignments) is read *before* where the replicas are (DescribeTopics). The other
+    way round, a move that completed between the two reads looked like a partition on its mid-move replicas with
+    nothing moving — pending, so it was submitted again. In this order, a move that completes between the reads is
+    still listed as moving, and DescribeTopics shows it at its target: :func:`settled` drops such a stale entry, and
+    even kept it only makes the partition count as in flight for one more tick; a partition is never taken for
+    pending while its move runs or after it ended.
+    """
     topics = {tp.topic for tp in partitions}
     brokers = kafka.brokers()
-    names = kafka.topic_names()
+    names = topic_names_with(kafka, topics)
     present = topics & names
+    ongoing = kafka.list_reassignments([tp for tp in partitions if tp.topic in present])
     states = kafka.describe_topics(present)
-    ongoing = kafka.list_reassignments([tp for tp in partitions if tp in states])
-    dirs = kafka.log_dirs(present)
+    ongoing = settled(ongoing, states)
+    dirs = kafka.log_dirs(present, brokers)
     min_insync: dict[str, int] = {}
     if with_configs and present:
         configs = kafka.topic_configs(present, ["min.insync.replicas"])
@@ -63,8 +87,23 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs)
 
 
+def topic_names_with(kafka: KafkaAdmin, wanted: Collection[str]) -> set[str]:
+    """The cluster's topic names, with those of ``wanted`` that exist although metadata did not list them.
+
+    Metadata lists only the topics the principal may describe, so a missing ACL read as "topic does not exist".
+    Asked by name, Kafka says TOPIC_AUTHORIZATION_FAILED instead (raised, named as NotAuthorized).
+    """
+    names = kafka.topic_names()
+    unlisted = set(wanted) - names
+    return names | {tp.topic for tp in kafka.describe_topics(unlisted)} if unlisted else names
+
+
 def rollback_config_map_name(body: Mapping[str, Any]) -> str:
     return rollback_config_map_name_of(str((body.get("metadata") or {}).get("name")))
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
 
 
 def _key(body: Mapping[str, Any]) -> str:
@@ -90,12 +129,11 @@ class Ports:
     write_rates: Callable[[Mapping[TopicPartition, int]], dict[TopicPartition, float]] = lambda _sizes: {}
 
 
-def _needs_tick(intent: Intent, memory: Memory, status: Mapping[str, Any]) -> bool:
-    """A terminal resource whose spec has not changed needs no Kafka call, unless it still has moves of its own
-    in flight or throttles to take back."""
-    if memory.phase not in TERMINAL or intent.generation != memory.observed_generation:
-        return True
-    return bool(memory.owned or status.get("throttle"))
+def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
+    """A terminal resource whose spec has not changed needs no Kafka call (and no timer), unless it still has moves
+    of its own in flight or throttles to take back."""
+    return (memory.phase in TERMINAL and generation == memory.observed_generation
+            and not memory.owned and not status.get("throttle"))
 
 
 def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Ports, now: str | None = None
@@ -103,7 +141,7 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     """Reconcile once; ``None`` when there is nothing to do (a terminal phase whose spec has not changed)."""
     now = now or now_rfc3339()
     status: Mapping[str, Any] = body.get("status") or {}
-    if not _needs_tick(intent, memory, status):
+    if at_rest(intent.generation, memory, status):
         return None
     kafka = ports.kafka
     partitions = set(intent.targets) | set(memory.owned) | set(memory.originals)
@@ -116,7 +154,7 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
         decision = decide(intent, memory, observation, lambda candidates: ports.schedule(candidates, view))
     except KafkaUnavailable as exc:
-        return unavailable_outcome(status, str(exc), now)
+        return unavailable_outcome(status, str(exc), now, reason=exc.reason)
 
     effects = _Effects(
         owned=dict(decision.classification.owned) if decision.classification is not None else
@@ -133,9 +171,18 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     except KafkaUnavailable as exc:
         effects.events.append(Event("Warning", "KafkaUnavailable", f"will retry: {exc}"))
         if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED:
-            return unavailable_outcome(status, str(exc), now)
+            return unavailable_outcome(status, str(exc), now, reason=exc.reason)
     owned, failures, events, rollback_name = effects.owned, effects.failures, effects.events, effects.rollback_name
     journal, leader_election = effects.journal, effects.leader_election
+    if effects.cleanup_pending:
+        decision = replace(decision, cleanup_pending=effects.cleanup_pending)
+        if _condition(status, cond.PROGRESSING).get("reason") != THROTTLE_CLEANUP_PENDING:
+            events.append(Event("Warning", THROTTLE_CLEANUP_PENDING, effects.cleanup_pending))
+    if decision.unavailable_brokers:
+        # One Event per outage (the same brokers down), not one per tick: the condition carries the details.
+        headline = broker_unavailable_headline(decision.unavailable_brokers)
+        if not (_condition(status, cond.PROGRESSING).get("message") or "").startswith(headline + ":"):
+            events.append(Event("Warning", BROKER_UNAVAILABLE, decision.message))
 
     new_status = _status(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
                          failures=failures, rollback_name=rollback_name, now=now)
@@ -144,10 +191,11 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     if leader_election is not None:
         new_status["leaderElection"] = leader_election
     previous_conflicts = {(c["topic"], c["partition"], c["holder"]) for c in status.get("conflicts") or []}
-    current_conflicts = {(c.partition.topic, c.partition.partition, c.holder) for c in decision.conflicts}
+    current_conflicts = {(c.partition.topic, c.partition.partition, c.holder)
+                         for c in decision.conflicts[:REPORTED_PARTITIONS]}
     if current_conflicts - previous_conflicts:
         holders = sorted({c.holder for c in decision.conflicts})
-        events.append(Event("Warning", "Conflict", f"{len(current_conflicts)} partition(s) wait for "
+        events.append(Event("Warning", "Conflict", f"{len(decision.conflicts)} partition(s) wait for "
                                                    f"{', '.join(holders)}: {decision.message}"))
     return TickOutcome(status=new_status, events=events, decision=decision)
 
@@ -162,6 +210,7 @@ class _Effects:
     rollback_name: str | None
     journal: ThrottleJournal | None
     leader_election: dict[str, int] | None = None
+    cleanup_pending: str = ""
 
 
 def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: Decision, view: ClusterView,
@@ -178,7 +227,8 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
                  for tp, t in decision.targets.items() if tp in view.partitions}
         effects.journal = throttling.ensure(kafka, intent.throttle, moves, previous=ports.load_throttle(),
-                                            others=ports.others_throttles(), save=ports.save_throttle)
+                                            others=ports.others_throttles(), save=ports.save_throttle,
+                                            live_brokers=view.brokers)
         effects.rollback_name = effects.rollback_name or rollback_config_map_name(body)
     # 3. Cancellations (dropped partitions, stop): KIP-455 puts each partition back on its original replicas.
     if decision.cancel:
@@ -189,14 +239,14 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                 effects.owned.pop(tp, None)
     # 4. New and re-targeted moves.
     if decision.submit:
-        _submit(body, kafka, decision, effects)
+        _submit(body, kafka, decision, view, effects)
     # 5. Replicas that sit on their target brokers but in another log dir than the spec names.
     if decision.move_dirs:
         log.info("%s: moving %d replica(s) between log dirs", _key(body), len(decision.move_dirs))
         for (tp, broker), answer in kafka.alter_replica_log_dirs(decision.move_dirs).items():
             if answer is not None and not answer.retriable:
                 effects.failures[tp] = answer
-                effects.events.append(Event("Warning", "KafkaRefused",
+                effects.events.append(Event("Warning", access.refusal_reason([answer]),
                                             f"{tp}: broker {broker} refused the log dir move: {answer}"))
     # 6. Preferred leaders for the moved partitions, before the resource reports success.
     if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED and intent.elect_leaders_after:
@@ -204,28 +254,44 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                                          effects.events)
     # 7. The last move has ended: take the throttle back (never while a move of this resource runs).
     # The journal in the ConfigMap is the truth: it is written before any throttle is applied.
+    # Entity by entity: what a down broker keeps is retried on every tick (a terminal phase with entries in
+    # status.throttle still ticks) and named in the conditions meanwhile.
     throttle_done = decision.phase in TERMINAL or not intent.throttle
     if throttle_done and not effects.owned and (effects.journal is not None or decision.phase is not memory.phase):
         journal = ports.load_throttle()
+        effects.journal = journal
         if not journal.empty:
-            effects.journal = throttling.remove(kafka, journal, ports.others_throttles(), ports.save_throttle)
-            effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
+            left = throttling.remove(kafka, journal, ports.others_throttles(), ports.save_throttle,
+                                     live_brokers=view.brokers)
+            effects.journal = left
+            if left.empty:
+                effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
+            else:
+                effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - set(view.brokers))
 
 
-def _submit(body: Mapping[str, Any], kafka: KafkaAdmin, decision: Decision, effects: _Effects) -> None:
+def _submit(body: Mapping[str, Any], kafka: KafkaAdmin, decision: Decision, view: ClusterView,
+            effects: _Effects) -> None:
     log.info("%s: submitting %d move(s): %s", _key(body), len(decision.submit),
              ", ".join(f"{tp}->{list(r)}" for tp, r in sorted(decision.submit.items())))
-    try:
-        answers = kafka.alter_reassignments(decision.submit)
-    except KafkaRequestRefused as exc:
-        answers = dict.fromkeys(decision.submit, exc.refusal)
+    # KIP-860: a submission that keeps the replication factor goes with allowReplicationFactorChange=false, so Kafka
+    # refuses it should the factor have changed since it was read; only the ones the life cycle meant to resize (a
+    # target of another length, an Incremental step, a revert) are sent with true.
+    resize = {tp for tp, replicas in decision.submit.items() if changes_replication_factor(tp, replicas, view)}
+    answers: dict[TopicPartition, KafkaRefusal | None] = {}
+    for allow, batch in ((False, {tp: r for tp, r in decision.submit.items() if tp not in resize}),
+                         (True, {tp: r for tp, r in decision.submit.items() if tp in resize})):
+        try:
+            answers.update(kafka.alter_reassignments(batch, allow_replication_factor_change=allow) if batch else {})
+        except KafkaRequestRefused as exc:
+            answers.update(dict.fromkeys(batch, exc.refusal))
     for tp, answer in answers.items():
         if answer is None:
             effects.owned[tp] = decision.submit[tp]
             effects.failures.pop(tp, None)
         elif not answer.retriable:
             effects.failures[tp] = answer
-            effects.events.append(Event("Warning", "KafkaRefused",
+            effects.events.append(Event("Warning", access.refusal_reason([answer]),
                                 f"{tp}: Kafka refused the move to {list(decision.submit[tp])}: {answer}"))
 
 
@@ -258,9 +324,10 @@ def _status(previous: Mapping[str, Any], intent: Intent, decision: Decision, vie
         "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
         "inFlight": _entries(owned, lambda r: {"replicas": list(r)}),
         "failures": _entries(failures, lambda f: {"reason": f.code or "Unknown", "message": f.message}),
+        # Reports, not memory: the first REPORTED_PARTITIONS of each; the conditions' message counts them all.
         "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
-                      for c in decision.conflicts],
-        "skipped": _entries(decision.skipped, lambda reason: {"reason": reason}),
+                      for c in decision.conflicts[:REPORTED_PARTITIONS]],
+        "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
     }
     if rollback_name:
         status["rollbackConfigMap"] = rollback_name
@@ -272,10 +339,14 @@ def _status(previous: Mapping[str, Any], intent: Intent, decision: Decision, vie
         counted = progress(decision.targets, originals, decision.classification, list(failures), view)
         if decision.phase in (Phase.SUCCEEDED, Phase.REVERTED):
             counted = _all_done(counted)
+        if decision.skipped:
+            # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
+            counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
         elapsed = _seconds_between(started, now) if started else 0.0
         status["progress"] = {
             "total": counted.total, "completed": counted.completed, "inFlight": counted.in_flight,
-            "pending": counted.pending, "failed": counted.failed, "bytesToMove": counted.bytes_to_move,
+            "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
+            "bytesToMove": counted.bytes_to_move,
             "bytesMoved": counted.bytes_moved, "percent": counted.percent, "summary": counted.summary,
         }
         eta = counted.eta_seconds(elapsed)
@@ -298,17 +369,21 @@ def _seconds_between(start: str, end: str) -> float:
     return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
 
 
-def unavailable_outcome(status: Mapping[str, Any], message: str, now: str) -> TickOutcome:
-    """Kafka could not be reached: the phase stays, Progressing says why, and the next tick tries again."""
-    updates = [cond.ConditionUpdate(cond.PROGRESSING, True, "KafkaUnavailable", f"retrying: {message}")]
-    conditions = cond.merge(status.get("conditions") or [], updates, int(status.get("observedGeneration") or 0), now)
+def unavailable_outcome(status: Mapping[str, Any], message: str, now: str, reason: str = "KafkaUnavailable"
+                        ) -> TickOutcome:
+    """Kafka could not be reached (or refused the login): the phase stays, the conditions say why, and a later tick
+    tries again. A refused login is reported once, not on every tick."""
+    previous = status.get("conditions") or []
+    updates, news = access.unreachable_updates(previous, reason, message)
+    conditions = cond.merge(previous, updates, int(status.get("observedGeneration") or 0), now)
+    quiet = reason == access.AUTHENTICATION_FAILED and not news
     return TickOutcome(status={"conditions": conditions},
-                       events=[Event("Warning", "KafkaUnavailable", f"will retry: {message}")])
+                       events=[] if quiet else [Event("Warning", reason, f"will retry: {message}")])
 
 
 def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[Problem], now: str) -> TickOutcome:
     """For a spec the models reject (the CRD schema should have already): Invalid, with every problem named."""
-    message = "; ".join(str(p) for p in problems)
+    message = summarize(problems)
     decision = Decision(Phase.INVALID, problems[0].reason if problems else "InvalidSpec", message,
                         problems=tuple(problems))
     return TickOutcome(

@@ -32,7 +32,9 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
     return Intent(generation=generation, targets=targets_of(spec), stop=spec.stop,
                   revert_on_stop=spec.on_stop.value == "Revert",
                   incremental=spec.execution.strategy.value == "Incremental",
-                  throttle=spec.execution.throttle, elect_leaders_after=spec.execution.elect_leaders_after)
+                  throttle=spec.execution.throttle, elect_leaders_after=spec.execution.elect_leaders_after,
+                  allow_internal_topics=spec.allow_internal_topics,
+                  allow_replication_factor_decrease=spec.allow_replication_factor_decrease)
 
 
 def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:

@@ -6,42 +6,88 @@ resource's ConfigMap before touching Kafka, and applies or takes back exactly th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 
 from kpo.domain import throttle as rules
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.throttle import ThrottleJournal
-from kpo.kafka.admin import KafkaAdmin
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 
 
 def ensure(kafka: KafkaAdmin, rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]], *,
            previous: ThrottleJournal, others: Sequence[ThrottleJournal],
-           save: Callable[[ThrottleJournal], object]) -> ThrottleJournal:
-    """Make the throttle for ``moves`` be in place; returns the journal (saved before anything is applied)."""
+           save: Callable[[ThrottleJournal], object], live_brokers: Collection[int]) -> ThrottleJournal:
+    """Make the throttle for ``moves`` be in place; returns the journal (saved before anything is applied).
+
+    One entity (broker, topic) at a time: when Kafka refuses one, the journal is cut back to what was applied and
+    the refusal is raised. A broker that is not live is neither read nor written: librdkafka sends a broker's configs
+    to that broker, and waiting out the timeout on a dead one every tick would hold back what comes after it (a
+    revert's cancellations among them). It joins the journal, and gets its rates, on the first tick that finds it
+    back.
+    """
+    live = frozenset(live_brokers)
     wanted = rules.plan(rate, moves)
+    wanted = replace(wanted, brokers=wanted.brokers & live)
     topics = set(wanted.leader_replicas) | set(wanted.follower_replicas)
-    brokers = kafka.broker_configs(wanted.brokers | previous.brokers, rules.BROKER_KEYS)
+    brokers = kafka.broker_configs((wanted.brokers | previous.brokers) & live, rules.BROKER_KEYS)
     topic_configs = kafka.topic_configs(topics, rules.TOPIC_KEYS) if topics else {}
     mine = rules.journal(wanted, previous, brokers, topic_configs, others)
     if mine != previous:
         save(mine)
-    changes = rules.apply_changes(mine, brokers, topic_configs)
-    if changes:
-        kafka.alter_configs(changes)
+    changes = rules.reachable(rules.apply_changes(mine, brokers, topic_configs), live)
+    entities = list(dict.fromkeys(rules.entity(c) for c in changes))
+    for at, target in enumerate(entities):
+        try:
+            kafka.alter_configs([c for c in changes if rules.entity(c) == target])
+        except KafkaRequestRefused:
+            # Refused (an ACL): this entity and the ones not tried were not applied, so the journal must not name
+            # them. A connection lost instead leaves the journal as it is: what was sent may have been applied.
+            applied = rules.applied_only(mine, previous, entities[at:])
+            if applied != mine:
+                save(applied)
+            raise
     return mine
 
 
 def remove(kafka: KafkaAdmin, journal: ThrottleJournal, others: Sequence[ThrottleJournal],
-           save: Callable[[ThrottleJournal], object]) -> ThrottleJournal:
-    """Take back what ``journal`` added (and no other live resource needs); returns the empty journal."""
+           save: Callable[[ThrottleJournal], object], live_brokers: Collection[int] | None = None
+           ) -> ThrottleJournal:
+    """Take back what ``journal`` added (and no other live resource needs), one entity at a time; returns what is
+    left: the empty journal, or the entities that could not be cleaned yet (a broker down or not answering).
+
+    Topics go first: their replica lists are changed through any broker, so a broker being down never keeps them.
+    Each broker's rates are taken back on their own, and a broker that is not live (``live_brokers``) is not even
+    asked: librdkafka sends a broker's configs to that broker, and waiting on a dead one would stall the tick.
+    """
     if journal.empty:
         return journal
     changes = rules.removal_changes(journal, others)
-    if changes:
+    left = journal
+    for topic in sorted(journal.topics):
+        mine = [c for c in changes if c.resource == "topic" and c.name == topic]
+        if _apply(kafka, mine):
+            left = left.without(topics=[topic])
+    for broker in sorted(journal.brokers):
+        if live_brokers is not None and broker not in live_brokers:
+            continue
+        mine = [c for c in changes if c.resource == "broker" and c.name == str(broker)]
+        if _apply(kafka, mine):
+            left = left.without(brokers=[broker])
+    if left != journal:
+        save(left if not left.empty else ThrottleJournal())
+    return left if not left.empty else ThrottleJournal()
+
+
+def _apply(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange]) -> bool:
+    """Apply one entity's changes; ``False`` when Kafka could not be reached for it (tried again later)."""
+    if not changes:
+        return True
+    try:
         kafka.alter_configs(changes)
-    empty = ThrottleJournal()
-    save(empty)
-    return empty
+    except KafkaUnavailable:
+        return False
+    return True
 
 
 def to_status(journal: ThrottleJournal) -> dict[str, object] | None:

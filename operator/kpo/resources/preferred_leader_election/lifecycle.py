@@ -76,7 +76,7 @@ from enum import StrEnum
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
-from kpo.domain.reassignment import Problem
+from kpo.domain.reassignment import Problem, summarize
 
 
 class Phase(StrEnum):
@@ -401,7 +401,7 @@ def _after_gate(intent: Intent, observed: Observation) -> Decision | None:
 def _select(intent: Intent, view: ClusterView, now: datetime) -> Decision:
     selected, problems = resolve(intent.selection, view)
     if problems:
-        return Decision(Phase.INVALID, problems[0].reason, "; ".join(str(p) for p in problems) +
+        return Decision(Phase.INVALID, problems[0].reason, summarize(problems) +
                         "; nothing was sent to Kafka", problems=tuple(problems))
     if not selected:
         message = f"{intent.selection} matches no partition; nothing was sent to Kafka"

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kpo.api import ELECTED_PARTITIONS_CAP
+from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
-from kpo.domain.reassignment import Problem
+from kpo.domain.reassignment import Problem, summarize
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.preferred_leader_election.lifecycle import (
     KAFKA_UNAVAILABLE,
@@ -89,7 +90,7 @@ def tick(
         if decision.needs_cluster:
             decision = decide(intent, memory, replace(observed, cluster=observe(kafka, intent.selection)))
     except KafkaUnavailable as exc:
-        return _unavailable(status, str(exc), now)
+        return _unavailable(status, str(exc), now, exc.reason)
     if decision.election is not None:
         decision = finish(intent, memory, decision, _elect(kafka, decision, clock, resource))
     new_status = status_of(status, intent, decision, now)
@@ -147,12 +148,12 @@ def _unchanged(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return all(previous.get(key) == value for key, value in new.items())
 
 
-def _unavailable(status: Mapping[str, Any], message: str, now: dt.datetime) -> TickOutcome | None:
-    updates = [cond.ConditionUpdate(cond.PROGRESSING, True, KAFKA_UNAVAILABLE, f"retrying: {message}")]
+def _unavailable(status: Mapping[str, Any], message: str, now: dt.datetime, reason: str = KAFKA_UNAVAILABLE
+                 ) -> TickOutcome | None:
     previous = status.get("conditions") or []
-    already = any(c.get("type") == cond.PROGRESSING and c.get("reason") == KAFKA_UNAVAILABLE for c in previous)
+    updates, news = access.unreachable_updates(previous, reason, message)
     conditions = cond.merge(previous, updates, int(status.get("observedGeneration") or 0), rfc3339(now))
-    events = [] if already else [Event("Warning", KAFKA_UNAVAILABLE, f"will retry: {message}")]
+    events = [Event("Warning", reason, f"will retry: {message}")] if news else []
     return TickOutcome(status={"conditions": conditions}, events=events)
 
 
@@ -161,7 +162,7 @@ def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[P
     """For a spec the models reject (e.g. a topicPattern that does not compile): Invalid, every problem named."""
     if status.get("phase") == Phase.INVALID.value and status.get("observedGeneration") == generation:
         return None
-    message = "; ".join(str(p) for p in problems)
+    message = summarize(problems)
     decision = Decision(Phase.INVALID, problems[0].reason if problems else "InvalidSpec", message,
                         problems=tuple(problems))
     return TickOutcome(

@@ -23,7 +23,8 @@ asks again, so a tick that only waits for new partitions to get leaders reads no
 Phases, and what each transitions to:
 
 - **Pending** — checks the spec against the topic. Transitions to *Invalid* (nothing is sent to Kafka: the topic does
-  not exist; ``spec.partitions`` is below the current count — Kafka cannot remove partitions; the key-ordering guard
+  not exist; ``spec.partitions`` is below the current count — Kafka cannot remove partitions; it adds more than
+  Kafka's controller accepts in one request (``MAX_NEW_PARTITIONS``); the key-ordering guard
   refuses a count that is not a multiple of the current one; explicit assignments of the wrong number or length, or
   naming brokers that are not live), *Succeeded* (the topic already has the count: no request), *Growing*
   (CreatePartitions accepted) or *Failed* (Kafka refused it). It stays *Pending*, Stalled, while fewer brokers are
@@ -51,13 +52,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
+from itertools import islice
 
+from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS
+from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
-from kpo.domain.reassignment import Problem
+from kpo.domain.reassignment import Problem, summarize
 
 #: Caps on status.keyRemap.sources (see the module text).
 SOURCES_CAP = 64
@@ -85,6 +89,7 @@ UNKNOWN_TOPIC = "UnknownTopic"
 PARTITION_DECREASE = "PartitionDecrease"
 KEY_ORDERING_GUARD = "KeyOrderingGuard"
 KAFKA_REFUSED = "KafkaRefused"
+TOO_MANY_NEW_PARTITIONS = "TooManyNewPartitions"
 NOT_ENOUGH_BROKERS = "NotEnoughBrokers"
 
 
@@ -137,9 +142,10 @@ class BrokerLoad:
 
 @dataclass(frozen=True)
 class KeySample:
-    """Sampled keyed records, counted by (partition under the current count, partition under the new count)."""
+    """Sampled keyed records, counted by whether their partition changes from the current to the new count:
+    ``(False,)`` stays, ``(True,)`` moves (two entries at most, however many records were read)."""
 
-    counts: Mapping[tuple[int, ...], int] = field(default_factory=dict)
+    counts: Mapping[tuple[bool, ...], int] = field(default_factory=dict)
 
     @property
     def messages(self) -> int:
@@ -147,7 +153,7 @@ class KeySample:
 
     @property
     def moved(self) -> int:
-        return sum(n for partitions, n in self.counts.items() if partitions[0] != partitions[1])
+        return sum(n for changed, n in self.counts.items() if any(changed))
 
     @property
     def moved_fraction(self) -> Fraction | None:
@@ -213,7 +219,8 @@ def refused(memory: Memory, growing: Decision, refusal: KafkaRefusal) -> Decisio
     assert growing.grow is not None
     message = (f"Kafka refused CreatePartitions for {growing.grow.topic!r} ({growing.current} -> "
                f"{growing.grow.total} partitions): {refusal}")
-    decision = replace(growing, phase=Phase.FAILED, reason=KAFKA_REFUSED, message=message, events=())
+    decision = replace(growing, phase=Phase.FAILED, reason=access.refusal_reason([refusal]), message=message,
+                       events=())
     return _checked(Phase.GROWING, memory, decision)
 
 
@@ -226,8 +233,8 @@ def sample_refused(intent: Intent, memory: Memory, refusal: KafkaRefusal) -> Dec
 
 def report_sources(report: RemapReport) -> list[tuple[int, tuple[int, ...]]]:
     """Each new partition that receives keys from another old partition, with its feeders (capped)."""
-    receiving = [(p, feeding) for p, feeding in enumerate(report.sources) if feeding != (p,)]
-    return [(p, feeding[:SOURCES_CAP]) for p, feeding in receiving[:SOURCES_CAP]]
+    # O(SOURCES_CAP**2) whatever the counts: the report computes feeders lazily, and only the first few are asked for.
+    return [(p, tuple(report.feeders(p)[:SOURCES_CAP])) for p in islice(report.receiving(), SOURCES_CAP)]
 
 
 # --------------------------------------------------------------------------------------------------------- phases
@@ -252,12 +259,22 @@ def _pending(intent: Intent, observed: Observation) -> Decision:
         return Decision(Phase.SUCCEEDED, "Succeeded", f"{intent.topic!r} already has {current} partitions; "
                         "nothing was sent to Kafka", current=current, report=remap_report(current, current))
     report = remap_report(current, wanted)
+    if wanted - current > MAX_NEW_PARTITIONS:
+        # Checked before sampling and placement, which both work per new partition: a count Kafka cannot add in
+        # one request costs nothing but this message (and the report, which is O(1)).
+        return Decision(Phase.INVALID, TOO_MANY_NEW_PARTITIONS,
+                        f"spec.partitions: {current} -> {wanted} adds {wanted - current} partitions, but Kafka's "
+                        f"controller adds at most {MAX_NEW_PARTITIONS} per CreatePartitions request; set "
+                        f"spec.partitions to at most {current + MAX_NEW_PARTITIONS} and grow again from there; "
+                        "nothing was sent to Kafka", current=current, report=report,
+                        problems=(Problem("spec.partitions", TOO_MANY_NEW_PARTITIONS,
+                                          f"{wanted - current} new partitions exceed {MAX_NEW_PARTITIONS}"),))
     if intent.sample_messages > 0 and observed.sample is None:
         return Decision(Phase.PENDING, "Sampling", "", needs=frozenset({Need.KEY_SAMPLE}))
     problems = _guard(intent, report) + _explicit_problems(intent, observed, current)
     if problems:
         return Decision(Phase.INVALID, problems[0].reason,
-                        "; ".join(str(p) for p in problems) + "; nothing was sent to Kafka", current=current,
+                        summarize(problems) + "; nothing was sent to Kafka", current=current,
                         report=report, sample=observed.sample, problems=tuple(problems))
     assignment = intent.placement.assignments
     if intent.placement.balanced:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.keyremap import RemapReport
-from kpo.domain.reassignment import Problem
+from kpo.domain.reassignment import Problem, summarize
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.topic_partition_count.lifecycle import (
     TERMINAL,
@@ -99,7 +100,7 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
         if decision.grow is not None:
             decision = _grow(kafka, memory, decision, resource)
     except KafkaUnavailable as exc:
-        return _unavailable(status, str(exc), now)
+        return _unavailable(status, str(exc), now, exc.reason)
     new_status = status_of(status, intent, decision, now)
     if not decision.events and all(status.get(k) == v for k, v in new_status.items()):
         return None
@@ -180,12 +181,11 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, n
     return status
 
 
-def _unavailable(status: Mapping[str, Any], message: str, now: str) -> TickOutcome:
-    updates = [cond.ConditionUpdate(cond.PROGRESSING, True, "KafkaUnavailable", f"retrying: {message}")]
+def _unavailable(status: Mapping[str, Any], message: str, now: str, reason: str) -> TickOutcome:
     previous = status.get("conditions") or []
-    already = any(c.get("type") == cond.PROGRESSING and c.get("reason") == "KafkaUnavailable" for c in previous)
+    updates, news = access.unreachable_updates(previous, reason, message)
     conditions = cond.merge(previous, updates, int(status.get("observedGeneration") or 0), now)
-    events = [] if already else [Event("Warning", "KafkaUnavailable", f"will retry: {message}")]
+    events = [Event("Warning", reason, f"will retry: {message}")] if news else []
     return TickOutcome(status={"conditions": conditions}, events=events)
 
 
@@ -194,7 +194,7 @@ def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[P
     """For a spec the models reject (the CRD schema should have already): Invalid, with every problem named."""
     if status.get("phase") == Phase.INVALID.value and status.get("observedGeneration") == generation:
         return None
-    message = "; ".join(str(p) for p in problems)
+    message = summarize(problems)
     decision = Decision(Phase.INVALID, problems[0].reason if problems else "InvalidSpec", message,
                         problems=tuple(problems))
     return TickOutcome(

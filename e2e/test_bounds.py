@@ -1,0 +1,127 @@
+"""Size and resource bounds (issue 12) on the real test bed: user-supplied numbers cost the operator no memory in
+proportion to them, messages and status stay within the API's limits, and a status the API server would refuse
+still ends in a visible condition and Event.
+
+Every test also reads the operator's peak resident set (VmHWM) and requires it to stay under 400 MB: the operator
+of the session is shared, so the figure covers every test that ran before in the same session too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kubernetes.client.exceptions import ApiException
+
+from e2e.kafka_support import create_topic, replicas_of
+from e2e.kube_support import Resources, wait_until
+from e2e.operator_support import OperatorProcess
+from kpo.api.partition_reassignment import MAX_EXPLICIT_PARTITIONS
+from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS, MAX_TOPIC_PARTITIONS
+from kpo.domain.keyremap import remapped_fraction
+from kpo.resources import OBJECT_BUDGET_BYTES
+
+KPR = "PartitionReassignment"
+KTPC = "TopicPartitionCount"
+RSS_LIMIT = 400 * 1024 * 1024
+CONDITION_MESSAGE_LIMIT = 32768
+log = logging.getLogger(__name__)
+pytestmark = pytest.mark.usefixtures("kpo_operator")
+
+
+def _assert_rss_bounded(operator: OperatorProcess) -> None:
+    peak = operator.peak_rss_bytes()
+    log.warning("operator peak RSS (VmHWM): %.1f MB", peak / 2**20)
+    print(f"operator peak RSS (VmHWM): {peak / 2**20:.1f} MB")
+    assert peak < RSS_LIMIT, f"operator peak RSS {peak / 2**20:.1f} MB"
+
+
+def _kpo_annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return {k: v for k, v in (obj["metadata"].get("annotations") or {}).items() if k.startswith("kpo.dev/")}
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status.get("conditions") or []}
+
+
+def _entries(topic: str, count: int) -> list[dict[str, Any]]:
+    return [{"topic": topic, "partition": p, "replicas": [1, 2, 3]} for p in range(count)]
+
+
+@pytest.mark.parametrize("partitions", [20_000_001, 2**31 - 1])
+def test_a_partition_count_no_client_can_send_is_refused_at_admission(resources: Resources, topic_name: str,
+                                                                      partitions: int) -> None:
+    with pytest.raises(ApiException) as refused:
+        resources.create(KTPC, "huge", {"topic": topic_name, "partitions": partitions})
+    assert refused.value.status == 422
+    body = str(refused.value.body)
+    assert "spec.partitions" in body and str(MAX_TOPIC_PARTITIONS) in body
+
+
+def test_more_new_partitions_than_kafka_adds_per_request_is_invalid_and_costs_no_memory(
+        kafka_admin: AdminClient, topic_name: str, resources: Resources, kpo_operator: OperatorProcess) -> None:
+    create_topic(kafka_admin, topic_name, 6)
+    resources.create(KTPC, "too-many", {"topic": topic_name, "partitions": MAX_TOPIC_PARTITIONS,
+                                        "keyOrdering": {"policy": "Allow", "sampleMessages": 100_000_000}})
+    status = resources.wait_phase(KTPC, "too-many", {"Invalid", "Failed", "Growing", "Succeeded"}, timeout=60)
+    assert status["phase"] == "Invalid", status
+    stalled = _conditions(status)["Stalled"]
+    assert stalled["status"] == "True" and stalled["reason"] == "TooManyNewPartitions"
+    assert f"at most {6 + MAX_NEW_PARTITIONS}" in stalled["message"]
+    remap = status["keyRemap"]
+    assert (remap["fromPartitions"], remap["toPartitions"]) == (6, MAX_TOPIC_PARTITIONS)
+    moved = remapped_fraction(6, MAX_TOPIC_PARTITIONS)
+    assert remap["movedKeySpace"] == f"{moved.numerator}/{moved.denominator}" and len(remap["sources"]) == 64
+    assert "TooManyNewPartitions" in [e.reason for e in resources.events("too-many")]
+    assert len(replicas_of(kafka_admin, topic_name)) == 6, "nothing may be sent to Kafka"
+    _assert_rss_bounded(kpo_operator)
+
+
+def test_the_most_entries_are_handled_with_bounded_message_status_and_bookkeeping(
+        resources: Resources, topic_name: str, kpo_operator: OperatorProcess) -> None:
+    # Every entry names a topic that does not exist: Invalid with one problem per entry, nothing sent to Kafka.
+    resources.create(KPR, "most", {"partitions": _entries(topic_name, MAX_EXPLICIT_PARTITIONS)})
+    status = resources.wait_phase(KPR, "most", {"Invalid", "Pending", "Executing", "Failed"}, timeout=180)
+    assert status["phase"] == "Invalid", status
+    stalled = _conditions(status)["Stalled"]
+    assert stalled["reason"] == "UnknownTopic"
+    assert len(stalled["message"]) < 16_384
+    assert f"and {MAX_EXPLICIT_PARTITIONS - 20} more problem(s)" in stalled["message"]
+    assert f"{MAX_EXPLICIT_PARTITIONS} in all" in stalled["message"]
+    # Kopf's bookkeeping is a digest, not a copy of the 10000 entries (a copy passed the 256 KiB annotation limit).
+    obj = wait_until(lambda: (found := resources.get(KPR, "most")) and
+                     "kpo.dev/last-handled-digest" in _kpo_annotations(found) and found, 60, "Kopf's diff base")
+    assert sum(len(k) + len(v) for k, v in _kpo_annotations(obj).items()) < 1024, _kpo_annotations(obj)
+    events = [e for e in resources.events("most") if e.reason == "UnknownTopic"]
+    assert events and all(len(e.message) <= 1024 for e in events)
+    _assert_rss_bounded(kpo_operator)
+
+
+def test_more_entries_than_the_limit_are_refused_at_admission(resources: Resources, topic_name: str) -> None:
+    with pytest.raises(ApiException) as refused:
+        resources.create(KPR, "too-many", {"partitions": _entries(topic_name, MAX_EXPLICIT_PARTITIONS + 1)})
+    assert refused.value.status == 422
+    body = str(refused.value.body)
+    assert "spec.partitions" in body and f"at most {MAX_EXPLICIT_PARTITIONS}" in body
+
+
+def test_a_status_the_api_server_would_refuse_ends_in_a_condition_and_an_event(
+        resources: Resources, kpo_operator: OperatorProcess) -> None:
+    # A spec just inside one etcd write (a few kB under kpo's budget, so the API server takes it): its Invalid
+    # status (conditions naming 20 problems of 150 bytes) would push the object over. kpo writes the small part of
+    # the status instead and says so.
+    topic = "x" * 101
+    per_entry = len(json.dumps(_entries(topic, 10_000)[-1], separators=(",", ":"))) + 1
+    count = (OBJECT_BUDGET_BYTES - 2_500) // per_entry
+    spec = {"partitions": _entries(topic, count)}
+    assert OBJECT_BUDGET_BYTES - 4_000 < len(json.dumps(spec, separators=(",", ":"))) < OBJECT_BUDGET_BYTES - 1_000
+    resources.create(KPR, "edge", spec)
+    status = resources.wait_phase(KPR, "edge", {"Invalid", "Pending", "Executing", "Failed"}, timeout=180)
+    assert status["phase"] == "Invalid", status
+    stalled = _conditions(status)["Stalled"]
+    assert stalled["reason"] == "StatusRefused" and "bytes" in stalled["message"], stalled
+    assert "StatusRefused" in [e.reason for e in resources.events("edge")]
+    _assert_rss_bounded(kpo_operator)
