@@ -31,7 +31,6 @@ from confluent_kafka.admin import (
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialAlteration,
-    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 from kubernetes import client
@@ -56,11 +55,10 @@ WRONG_PASSWORD = "wrong-" + secrets.token_hex(8)
 CLUSTER = ResourceType.BROKER, "kafka-cluster"
 
 
-def _scram(admin: AdminClient, upsert: dict[str, str] | None = None, delete: list[str] | None = None) -> None:
+def _scram(admin: AdminClient, upsert: dict[str, str]) -> None:
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
     alterations: list[UserScramCredentialAlteration] = [
-        *(UserScramCredentialUpsertion(user, info, password.encode()) for user, password in (upsert or {}).items()),
-        *(UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512) for user in delete or [])]
+        UserScramCredentialUpsertion(user, info, password.encode()) for user, password in upsert.items()]
     for future in admin.alter_user_scram_credentials(alterations).values():
         future.result(timeout=30)
 
@@ -82,12 +80,17 @@ def _revoke(admin: AdminClient, bindings: list[AclBinding]) -> None:
 
 
 @pytest.fixture(scope="module")
-def users(kafka_admin: AdminClient) -> Iterator[dict[str, str]]:
-    """Two SCRAM users of this session, without any ACL: their passwords by name."""
+def users(kafka_admin: AdminClient) -> dict[str, str]:
+    """Two SCRAM users of this session, without any ACL: their passwords by name.
+
+    They are not deleted afterwards: on Kafka 4.1.2 a node restarted after a RemoveUserScramCredentialRecord came
+    back refusing every SCRAM login, the test bed's own users too (seen here: the controllers replayed the records,
+    the restarted broker answered "invalid credentials" and DescribeUserScramCredentials listed no user), which failed
+    every later test over SASL once a broker-loss test had restarted a node. The test bed is private to the session.
+    """
     passwords = {NO_ACL_USER: secrets.token_hex(12), DESCRIBER_USER: secrets.token_hex(12)}
     _scram(kafka_admin, upsert=passwords)
-    yield passwords
-    _scram(kafka_admin, delete=list(passwords))
+    return passwords
 
 
 @pytest.fixture(scope="module")
