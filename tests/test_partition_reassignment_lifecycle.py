@@ -14,6 +14,7 @@ from kpo.resources.partition_reassignment.lifecycle import (
     Phase,
     decide,
 )
+from kpo.resources.partition_reassignment.reconciler import kept_outcome
 
 T = "orders"
 P0, P1, P2, P3 = (TopicPartition(T, i) for i in range(4))
@@ -398,3 +399,17 @@ def test_a_terminal_phase_with_throttles_left_is_not_ready_and_names_them() -> N
         assert not by_type["Ready"].status and by_type["Progressing"].status and not by_type["Stalled"].status
         assert by_type["Progressing"].reason == "ThrottleCleanupPending"
         assert "rates of broker(s) [2]" in by_type["Progressing"].message
+        assert by_type["Ready"].reason == d.reason, "Ready keeps the outcome's reason while throttles are left"
+
+
+def test_a_terminal_phase_ticked_again_keeps_the_outcome_it_was_reached_with() -> None:
+    memory = Memory(phase=Phase.REVERTED, observed_generation=1)
+    d = decide(intent({P0: (2, 3)}), memory, Observation(view({P0: (2, 3)})))
+    assert "no change since" in d.message
+    outcome = "4 of 6 partition(s) reverted to their original replicas; 2 skipped (status.skipped): orders-0"
+    status = {"conditions": [{"type": "Ready", "status": "False", "reason": "PartiallyReverted",
+                              "message": f"{outcome}; replication throttles still set: rates of broker(s) [2]"}]}
+    kept = kept_outcome(d, memory, status)
+    assert (kept.reason, kept.message) == ("PartiallyReverted", outcome)
+    moved_on = replace(d, phase=Phase.REVERTING)
+    assert kept_outcome(moved_on, memory, status) is moved_on, "only a phase that stays where it was"

@@ -39,6 +39,9 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_KEYS = (LEADER_RATE, FOLLOWER_RATE)
 TOPIC_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 
+#: How a condition message names throttles still set after a terminal phase (see ``cleanup_pending``).
+CLEANUP_PENDING_PREFIX = "replication throttles still set"
+
 
 @dataclass(frozen=True)
 class ConfigChange:
@@ -231,4 +234,4 @@ def describe_pending(left: ThrottleJournal, unreachable: Iterable[int] = ()) -> 
         parts.append(f"rates of broker(s) {sorted(left.brokers)}")
     waiting = sorted(down & left.brokers)
     because = f" (broker(s) {waiting} not available: retried until they return)" if waiting else ""
-    return f"replication throttles still set: {' and '.join(parts)}{because}"
+    return f"{CLEANUP_PENDING_PREFIX}: {' and '.join(parts)}{because}"

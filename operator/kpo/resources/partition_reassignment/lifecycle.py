@@ -173,8 +173,11 @@ class Decision:
     def conditions(self) -> list[ConditionUpdate]:
         if self.cleanup_pending and self.phase in TERMINAL:
             stalled = self.phase in (Phase.FAILED, Phase.INVALID)
-            return cond.kstatus(ready=False, progressing=not stalled, stalled=stalled,
-                                reason=THROTTLE_CLEANUP_PENDING, message=f"{self.message}; {self.cleanup_pending}")
+            message = f"{self.message}; {self.cleanup_pending}"
+            # Ready keeps the phase's own reason, so the outcome survives the cleanup (see reconciler.kept_outcome).
+            return [ConditionUpdate(cond.READY, False, self.reason, message),
+                    ConditionUpdate(cond.PROGRESSING, not stalled, THROTTLE_CLEANUP_PENDING, message),
+                    ConditionUpdate(cond.STALLED, stalled, THROTTLE_CLEANUP_PENDING, message)]
         ready = self.phase is Phase.SUCCEEDED
         progressing = self.phase in (Phase.PENDING, Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING) and not (
             self.conflicts and self.phase is Phase.PENDING)

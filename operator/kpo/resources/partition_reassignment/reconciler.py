@@ -28,7 +28,7 @@ from kpo.domain.reassignment import (
     settled,
     summarize,
 )
-from kpo.domain.throttle import ThrottleJournal, describe_pending
+from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.k8s.rollback import rollback_name as rollback_config_map_name_of
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.partition_reassignment import throttling
@@ -136,6 +136,18 @@ def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
             and not memory.owned and not status.get("throttle"))
 
 
+def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) -> Decision:
+    """A terminal phase ticked again (moves of its own to follow, throttles to take back) keeps the reason and
+    message it was reached with — "2 skipped" must not turn into "no change since" while a broker is down."""
+    if decision.phase is not memory.phase or decision.phase not in TERMINAL:
+        return decision
+    ready = _condition(status, cond.READY)
+    reason, message = ready.get("reason"), ready.get("message")
+    if not reason or not message or reason == THROTTLE_CLEANUP_PENDING:
+        return decision
+    return replace(decision, reason=reason, message=message.split(f"; {CLEANUP_PENDING_PREFIX}")[0])
+
+
 def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Ports, now: str | None = None
          ) -> TickOutcome | None:
     """Reconcile once; ``None`` when there is nothing to do (a terminal phase whose spec has not changed)."""
@@ -152,7 +164,8 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         sizes = {tp: view.partition_size(tp) for tp in view.partitions}
         view = replace(view, write_rates=ports.write_rates(sizes))
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
-        decision = decide(intent, memory, observation, lambda candidates: ports.schedule(candidates, view))
+        decision = kept_outcome(decide(intent, memory, observation,
+                                       lambda candidates: ports.schedule(candidates, view)), memory, status)
     except KafkaUnavailable as exc:
         return unavailable_outcome(status, str(exc), now, reason=exc.reason)
 
