@@ -302,10 +302,11 @@ def test_refusals_and_empty_selections_are_reported(kafka_admin: AdminClient, to
         status = resources.wait_phase(KPLE, "refused", {"Failed", "Succeeded", "Invalid"}, timeout=60)
         assert status["phase"] == "Failed", status
         stalled = resources.condition(KPLE, "refused", "Stalled")
-        assert stalled is not None and stalled["reason"] == "KafkaRefused"
+        assert stalled is not None and stalled["reason"] == "NotAuthorized"
         assert "CLUSTER_AUTHORIZATION_FAILED" in stalled["message"]
+        assert "--operation Alter --cluster" in stalled["message"], "the grant that would allow it"
         assert {f["reason"] for f in status["lastRun"]["failures"]} == {"CLUSTER_AUTHORIZATION_FAILED"}
-        assert "KafkaRefused" in _reasons(resources, "refused")
+        assert "NotAuthorized" in _reasons(resources, "refused")
     finally:
         filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
                                     g.permission_type) for g in grants]

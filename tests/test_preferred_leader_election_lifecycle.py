@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kpo.domain.access import NOT_AUTHORIZED
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, TopicPartition
 from kpo.resources.preferred_leader_election.lifecycle import (
     ELECTED,
-    KAFKA_REFUSED,
     KAFKA_UNAVAILABLE,
     NOTHING_SELECTED,
     PARTITIONS_REFUSED,
@@ -212,7 +212,7 @@ def test_electing_to_succeeded_with_partitions_refused_lists_them() -> None:
 def test_electing_to_failed_when_kafka_refuses_the_whole_request() -> None:
     d = electing()
     done = finish(intent(), Memory(), d, refused_run(d.selected, DENIED, NOW, NOW))
-    assert done.phase is Phase.FAILED and done.reason == KAFKA_REFUSED
+    assert done.phase is Phase.FAILED and done.reason == NOT_AUTHORIZED, "a missing ACL is named as such"
     assert "CLUSTER_AUTHORIZATION_FAILED" in done.message
     assert done.run is not None and len(done.run.failures) == 3 and not done.run.elected
     assert conditions(done) == {"Ready": False, "Progressing": False, "Stalled": True}
@@ -232,7 +232,7 @@ def test_electing_to_scheduled_not_ready_when_a_scheduled_request_is_refused() -
     i = intent(interval=EVERY_MINUTE)
     d = electing(i)
     done = finish(i, Memory(), d, refused_run(d.selected, DENIED, NOW, NOW))
-    assert done.phase is Phase.SCHEDULED and done.reason == KAFKA_REFUSED
+    assert done.phase is Phase.SCHEDULED and done.reason == NOT_AUTHORIZED
     assert done.next_run_at == NOW + EVERY_MINUTE, "a schedule keeps running: the next run tries again"
     assert conditions(done) == {"Ready": False, "Progressing": False, "Stalled": True}
 

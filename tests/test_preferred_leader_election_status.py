@@ -117,6 +117,16 @@ def test_a_refused_request_is_failed_with_kafkas_reason() -> None:
     assert status.phase is not None and status.phase.value == "Failed"
     stalled = status.condition("Stalled")
     assert stalled is not None and stalled.status.value == "True" and "CLUSTER_AUTHORIZATION_FAILED" in stalled.message
+    assert [e.reason for e in outcome.events] == ["NotAuthorized"], "a missing ACL is named as such"
+    assert stalled.reason == "NotAuthorized"
+
+
+def test_a_refused_request_that_is_not_about_acls_is_kafka_refused() -> None:
+    cluster = Cluster(displaced("orders", 2, off={0}), refuse=KafkaRefusal("INVALID_REQUEST", "no"))
+    outcome = tick(cluster, {"topics": ["orders"]})
+    assert outcome is not None
+    stalled = valid(outcome.status).condition("Stalled")
+    assert stalled is not None and stalled.status.value == "True" and stalled.reason == "KafkaRefused"
     assert [e.reason for e in outcome.events] == ["KafkaRefused"]
 
 

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
@@ -115,7 +116,8 @@ REASSIGNMENT_NOT_SUCCEEDED = "ReassignmentNotSucceeded"
 # A run that Kafka answered: on a schedule, Ready stays True until a run says otherwise.
 _ANSWERED = frozenset({ELECTED, PARTITIONS_REFUSED})
 # Reasons that need the user (or another resource) to change something: Stalled.
-_STALLED = frozenset({KAFKA_REFUSED, NOTHING_SELECTED, REASSIGNMENT_NOT_SUCCEEDED, UNKNOWN_REASSIGNMENT})
+_STALLED = frozenset({KAFKA_REFUSED, access.NOT_AUTHORIZED, NOTHING_SELECTED, REASSIGNMENT_NOT_SUCCEEDED,
+                      UNKNOWN_REASSIGNMENT})
 # A PartitionReassignment in one of these phases will not reach Succeeded without a change to its spec.
 _REASSIGNMENT_ENDED = frozenset({"Failed", "Invalid", "Stopped", "Reverted"})
 
@@ -297,7 +299,8 @@ def finish(intent: Intent, memory: Memory, electing: Decision, run: Run) -> Deci
     scheduled = intent.interval is not None
     next_run_at = run.started_at + intent.interval if intent.interval is not None else None
     if run.refused is not None:
-        phase, reason = (Phase.SCHEDULED if scheduled else Phase.FAILED), KAFKA_REFUSED
+        # NotAuthorized when an ACL is missing (ElectLeaders needs Alter on the cluster), else KafkaRefused.
+        phase, reason = (Phase.SCHEDULED if scheduled else Phase.FAILED), access.refusal_reason([run.refused])
     else:
         phase, reason = (Phase.SCHEDULED if scheduled else Phase.SUCCEEDED), (
             PARTITIONS_REFUSED if run.failures else ELECTED)
