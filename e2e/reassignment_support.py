@@ -68,6 +68,8 @@ class KeyedProducer:
         self.producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 5, "logger": QUIET})
         self.delivered: list[str] = []
+        #: Where Kafka put each acknowledged value: (partition, offset), to say where a lost message was.
+        self.placed: dict[str, tuple[int, int]] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -76,7 +78,9 @@ class KeyedProducer:
         if err is not None:
             self.errors.append(str(err))
         else:
-            self.delivered.append(msg.value().decode())
+            value = msg.value().decode()
+            self.delivered.append(value)
+            self.placed[value] = (msg.partition(), msg.offset())
 
     def _run(self) -> None:
         i = 0
