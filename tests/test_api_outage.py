@@ -12,7 +12,7 @@ import pytest
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from kpo.k8s.outage import ApiOutage, RepeatedRequestErrors, is_outage
+from kpo.k8s.outage import ApiOutage, RepeatedRequestErrors, is_outage, namespace_terminating
 from kpo.resources.partition_reassignment.handlers import partitionreassignment_polls
 from kpo.resources.preferred_leader_election.handlers import preferredleaderelection_polls
 from kpo.resources.topic_partition_count.handlers import topicpartitioncount_polls
@@ -187,3 +187,12 @@ def _ready(reason: str) -> list[dict[str, str]]:
 def test_a_preferred_leader_election_at_rest_has_no_timer(status: dict[str, Any], generation: int,
                                                           polls: bool) -> None:
     assert preferredleaderelection_polls(meta=_meta(generation), status=status) is polls
+
+
+def test_a_write_into_a_namespace_being_deleted_is_not_an_outage() -> None:
+    terminating = ApiException(status=403, reason="Forbidden")
+    terminating.body = ('{"message":"configmaps \\"x-rollback\\" is forbidden: unable to create new content in '
+                        'namespace e2e-1 because it is being terminated"}')
+    assert namespace_terminating(terminating)
+    assert not namespace_terminating(ApiException(status=403, reason="Forbidden")), "RBAC refusals are not"
+    assert not namespace_terminating(ValueError("being terminated"))

@@ -113,6 +113,12 @@ class ApiOutage:
             self._backoff = self._first_backoff
 
 
+def namespace_terminating(exc: BaseException) -> bool:
+    """The API server refused a write because the resource's namespace is being deleted: not an outage, and nothing
+    to retry — the resource goes with its namespace, and its delete handler does the cleanup."""
+    return isinstance(exc, ApiException) and exc.status == 403 and "being terminated" in str(exc.body or "")
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, ApiException):
         return f"HTTP {exc.status} {exc.reason}"

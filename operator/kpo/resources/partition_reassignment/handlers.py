@@ -28,6 +28,7 @@ from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, Order, Owner
 from kpo.domain.throttle import ThrottleJournal, describe_pending
+from kpo.k8s.outage import namespace_terminating
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources import (
     Logger,
@@ -103,7 +104,12 @@ def partitionreassignment_polls(*, meta: kopf.Meta, status: kopf.Status, **_: An
 
 
 def partitionreassignment_tick(*, memo: Any, **kwargs: Any) -> None:
-    _context(memo).api_outage.run(lambda: _tick(memo=memo, **kwargs))
+    try:
+        _context(memo).api_outage.run(lambda: _tick(memo=memo, **kwargs))
+    except Exception as exc:
+        if not namespace_terminating(exc):
+            raise
+        log.info("%s: its namespace is being deleted; the tick writes nothing more", kwargs.get("meta", {}).get("name"))
 
 
 def _tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, uid: str, patch: kopf.Patch,
@@ -150,7 +156,9 @@ def _tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Sta
             left = ports.load_throttle()  # a refused throttle change leaves in the journal only what was applied
             if outcome is not None and not left.empty:
                 outcome.status["throttle"] = throttling.to_status(left)  # taken back by the ticks to come
-        tick_metrics.settle(originals, outcome)
+        recorded_now = outcome.decision.save_originals if isinstance(outcome, reconciler.TickOutcome) \
+            and outcome.decision is not None else {}
+        tick_metrics.settle(originals, events=outcome.events if outcome else (), recorded_now=recorded_now)
         if lost_kafka(outcome):
             context.forget_kafka(parsed.cluster_ref)
         post_outcome(body, patch, outcome)
@@ -256,8 +264,10 @@ def partitionreassignment_delete(*, body: kopf.Body, meta: kopf.Meta, spec: kopf
                 refused = {tp: a for tp, a in answers.items() if a is not None
                            and a.code != "NO_REASSIGNMENT_IN_PROGRESS"}
                 if refused:
-                    raise kopf.TemporaryError(f"Kafka refused to cancel {len(refused)} move(s): "
-                                              f"{next(iter(refused.values()))}", delay=5)
+                    # Kafka keeps refusing such a cancellation (e.g. it would leave no in-sync replica) until the
+                    # move completes: wait for that at a walk, not every few seconds.
+                    raise kopf.TemporaryError(f"Kafka refused to cancel {len(refused)} move(s), waiting for them to "
+                                              f"finish: {next(iter(refused.values()))}", delay=30)
                 kopf.info(body, reason="Cancelled", message=f"deleted while running: cancelled {len(mine)} move(s)")
             # The moves have ended: take back this resource's throttles (the journal lives in its ConfigMap,
             # which garbage collection removes only after this finalizer).
