@@ -86,15 +86,19 @@ def test_planning_to_succeeded_when_there_is_nothing_to_move() -> None:
 
 def test_planning_to_proposed_asks_for_the_id() -> None:
     d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.SUCCEEDED, proposal=PROPOSAL), None, view())
-    assert d.phase is Phase.PROPOSED and d.proposal is PROPOSAL
+    assert d.phase is Phase.PROPOSED and d.proposal is PROPOSAL and d.awaiting_approval
     assert "spec.approval.proposalId to abc123" in d.message
+    automatic = decide_planning(Phase.PLANNING, intent(automatic=True), Job(JobStatus.SUCCEEDED, proposal=PROPOSAL),
+                                None, view())
+    assert automatic.phase is Phase.PROPOSED and not automatic.awaiting_approval, "approved on the next tick"
 
 
 def test_proposed_stays_until_the_shown_proposal_is_approved() -> None:
     waiting = decide_planning(Phase.PROPOSED, intent(), Job(JobStatus.NONE), PROPOSAL, view())
-    assert waiting.phase is Phase.PROPOSED
+    assert waiting.phase is Phase.PROPOSED and waiting.awaiting_approval
     wrong = decide_planning(Phase.PROPOSED, intent(approved="other"), Job(JobStatus.NONE), PROPOSAL, view())
     assert wrong.phase is Phase.PROPOSED and "other is not the current proposal abc123" in wrong.message
+    assert wrong.awaiting_approval
 
 
 def test_proposed_to_executing_on_approval_by_id_or_automatically() -> None:

@@ -3,9 +3,9 @@
 Each PartitionReassignment generation plans in its own directory under ``planner.workDir``
 (``<namespace>/<name>/<generation>/{input,output}``): the operator writes the snapshot into ``input`` through the
 storage contract (:mod:`kpo.domain.plan_contract`), the job writes ``plan.json`` and ``metrics.json`` into ``output``.
-Nothing here decides anything; :meth:`PlanningJobs.poll` reports a :class:`~planning.Job` and the life cycle acts on
-it. A job survives nothing on purpose: after an operator restart an unfinished local job is found dead and started
-again, a finished one is read from its output.
+Nothing here decides anything; :meth:`PlanningJobs.poll` reports a :class:`~kpo.domain.plan_job.Job` and the life
+cycle acts on it. A job survives nothing on purpose: after an operator restart an unfinished local job is found dead
+and started again, a finished one is read from its output.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from kubernetes import client
 from kpo.config import PlannerConfig
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.plan_contract import BrokerInfo, ContractError, PartitionRecord, PlanRequest
+from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.k8s import sparkapp
 from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner, RunningJob
 from kpo.planner.workdir import read_output, write_input
-from kpo.resources.partition_reassignment.planning import Job, JobStatus
 
 
 class PlanningJobs:

@@ -16,12 +16,11 @@ from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
+from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
 from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.planning import (
-    Job,
-    JobStatus,
     PlanIntent,
     PlanningDecision,
     decide_planning,
@@ -103,12 +102,10 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
 
 
 def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:
-    waiting = decision.phase is Phase.PROPOSED
     return cond.kstatus(ready=decision.phase is Phase.SUCCEEDED,
                         progressing=decision.phase in (Phase.PLANNING, Phase.EXECUTING),
-                        stalled=decision.phase in (Phase.FAILED, Phase.INVALID) or (
-                            waiting and decision.reason == "Proposed" and "waits" in decision.message),
-                        reason="AwaitingApproval" if waiting and "waits" in decision.message else decision.reason,
+                        stalled=decision.phase in (Phase.FAILED, Phase.INVALID) or decision.awaiting_approval,
+                        reason="AwaitingApproval" if decision.awaiting_approval else decision.reason,
                         message=decision.message)
 
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from kpo.api import INTERNAL_TOPICS
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
-from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest
+from kpo.domain.plan_contract import Goal, PlanRequest
+from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Problem, current_replicas
 from kpo.resources.partition_reassignment.lifecycle import Phase
@@ -51,21 +51,6 @@ PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
                                Phase.INVALID}),
     Phase.PROPOSED: frozenset({Phase.PROPOSED, Phase.EXECUTING, Phase.PLANNING, Phase.STOPPED, Phase.INVALID}),
 }
-
-
-class JobStatus(StrEnum):
-    NONE = "None"  # never started, or lost with a restarted operator
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-
-@dataclass(frozen=True)
-class Job:
-    status: JobStatus
-    message: str = ""
-    proposal: Proposal | None = None
-    metrics: PlanMetrics | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +73,8 @@ class PlanningDecision:
     proposal: Proposal | None = None  # to store and show (Proposed), or to execute (Executing)
     problems: tuple[Problem, ...] = ()
     events: tuple[Event, ...] = field(default=())
+    # Proposed, and only an approval (spec.approval.proposalId) moves it on: the Stalled condition says so.
+    awaiting_approval: bool = False
 
 
 def selected_topics(request: PlanRequest, topics: frozenset[str], *, allow_internal: bool = False) -> set[str]:
@@ -219,7 +206,7 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
         if problems := proposal_problems(job.proposal, view, intent):
             return _invalid(problems)
         return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(job.proposal, intent),
-                                proposal=job.proposal)
+                                proposal=job.proposal, awaiting_approval=not intent.automatic)
     # Proposed
     if proposal is None:
         return PlanningDecision(Phase.PLANNING, "ProposalLost",
@@ -227,7 +214,8 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
                                 start_job=True)
     approved = intent.automatic or intent.approved_id == proposal.id
     if not approved:
-        return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(proposal, intent), proposal=proposal)
+        return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(proposal, intent), proposal=proposal,
+                                awaiting_approval=True)
     if problems := proposal_problems(proposal, view, intent):
         return _invalid(problems)
     reasons = changed_since(proposal, view)
