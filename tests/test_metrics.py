@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import generate_latest
 
 from kpo import metrics
+from kpo.domain.conditions import Event
 from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
 
@@ -106,15 +106,12 @@ def test_throttled_brokers_come_from_the_status_throttle_journal() -> None:
 
 
 def test_throttled_brokers_count_once_per_cluster() -> None:
-    tick("a", {}, {"phase": "Executing", "inFlight": []})
-    tick("b", {}, {"phase": "Executing", "inFlight": []})
-    metrics.set_throttled_brokers("a", [1, 2])
-    metrics.set_throttled_brokers("b", [2, 3])
-    assert sample("kpo_throttles_active", cluster="default") == 3
-    tick("a", {"phase": "Executing"}, {"phase": "Executing"})  # a later tick keeps what the throttle code set
-    assert sample("kpo_throttles_active", cluster="default") == 3
-    metrics.set_throttled_brokers("a", [])
-    metrics.set_throttled_brokers("b", [])
+    tick("a", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [1, 2]}})
+    tick("b", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [2, 3]}})
+    assert sample("kpo_throttles_active", cluster="default") == 3, "broker 2 counts once"
+    tick("a", {"phase": "Executing"}, {"phase": "Succeeded", "throttle": None})
+    assert sample("kpo_throttles_active", cluster="default") == 2
+    tick("b", {"phase": "Executing"}, {"phase": "Succeeded", "throttle": None})
     assert sample("kpo_throttles_active", cluster="default") == 0
 
 
@@ -175,27 +172,18 @@ def test_errors_are_found_through_the_cause_chain() -> None:
 
 
 def test_kafka_refusals_reported_as_events_are_counted() -> None:
-    class Event:
-        def __init__(self, reason: str) -> None:
-            self.reason = reason
-
-    class Outcome:
-        events = (Event("KafkaRefused"), Event("Started"))
-        decision = None
-
     labels = {"kind": KIND, "cluster": "ev", "reason": "KafkaRefused"}
     start = sample("kpo_kafka_errors_total", **labels) or 0.0
     with metrics.reconcile(KIND, "a", status={}, patch={}, cluster="ev") as scope:
-        scope.settle({}, Outcome())
+        scope.settle(events=(Event("Warning", "KafkaRefused", "no"), Event("Normal", "Started", "go")))
     assert sample("kpo_kafka_errors_total", **labels) == start + 1
 
 
 def test_originals_recorded_by_this_tick_count_for_the_per_broker_gauge() -> None:
-    outcome = SimpleNamespace(events=(), decision=SimpleNamespace(save_originals={TopicPartition("t", 0): (1, 2)}))
     patch: dict[str, Any] = {}
     with metrics.reconcile(KIND, "a", status={}, patch=patch, cluster="default") as scope:
         patch["status"] = {"phase": "Executing", "inFlight": in_flight(("t", 0, [2, 3]))}
-        scope.settle({}, outcome)
+        scope.settle(recorded_now={TopicPartition("t", 0): (1, 2)})
     assert sample("kpo_broker_moves_in_flight", cluster="default", broker="1") == 1
     assert sample("kpo_broker_moves_in_flight", cluster="default", broker="3") == 1
     assert sample("kpo_broker_moves_in_flight", cluster="default", broker="2") is None

@@ -13,7 +13,7 @@ Handlers record through :func:`reconcile`, a context manager around one tick of 
 
     with metrics.reconcile("PartitionReassignment", uid, status=status, patch=patch, cluster=cluster) as scope:
         ...  # the tick: reads status, writes patch.status
-        scope.settle(originals, outcome)  # optional: per-broker moves and Kafka refusals the tick saw
+        scope.settle(originals, events=outcome.events)  # optional: per-broker moves, Kafka refusals seen
 
 It times the tick, counts the exception that escapes it (Kafka or Kubernetes API error), and, on the way out, reads
 the phase, the moves in flight and ``progress.bytesMoved`` from the status the tick is about to write (or the status
@@ -36,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kpo.domain.conditions import Event
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
 
@@ -238,19 +239,6 @@ def count_error(kind: str, cluster: str, exc: BaseException) -> None:
         KUBERNETES_ERRORS.labels(kind, label).inc()
 
 
-def count_kafka_error(kind: str, cluster: str, reason: str) -> None:
-    KAFKA_ERRORS.labels(kind, cluster, reason).inc()
-
-
-def set_throttled_brokers(uid: str, brokers: Iterable[int]) -> None:
-    """For kinds whose status has no ``throttle`` journal: the brokers this resource throttles now (empty: none)."""
-    snapshot = STATES.get(uid)
-    if snapshot is not None:
-        throttled = frozenset(brokers)
-        STATES.put(uid, Snapshot(**{**snapshot.__dict__, "throttled_brokers": throttled,
-                                    "holds_throttle": bool(throttled)}))
-
-
 def forget(uid: str) -> None:
     """The resource is gone (deletion handler): drop it from the gauges at once instead of when it goes stale."""
     STATES.forget(uid)
@@ -266,16 +254,15 @@ class Scope:
         self.patch = patch
         self.originals: Mapping[TopicPartition, Replicas] = {}
 
-    def settle(self, originals: Mapping[TopicPartition, Replicas] = {}, outcome: Any = None) -> None:
-        """What only the handler knows: the original replicas (for per-broker counts) and the tick's outcome —
-        its Events (Kafka refusals reported in status rather than raised) and the originals it has just recorded
-        (on a resource's first tick the rollback record does not exist yet when the handler loads it)."""
-        recorded_now = getattr(getattr(outcome, "decision", None), "save_originals", None) or {}
+    def settle(self, originals: Mapping[TopicPartition, Replicas] = {}, *, events: Iterable[Event] = (),
+               recorded_now: Mapping[TopicPartition, Replicas] = {}) -> None:
+        """What only the handler knows: the original replicas (for per-broker counts), the tick's Events (Kafka
+        refusals reported in status rather than raised), and the originals the tick has just recorded (on a
+        resource's first tick the rollback record does not exist yet when the handler loads it)."""
         self.originals = {**recorded_now, **originals}
-        for event in getattr(outcome, "events", None) or ():
-            reason = str(getattr(event, "reason", ""))
-            if reason in KAFKA_EVENT_REASONS:
-                KAFKA_ERRORS.labels(self.kind, self.cluster, reason).inc()
+        for event in events:
+            if event.reason in KAFKA_EVENT_REASONS:
+                KAFKA_ERRORS.labels(self.kind, self.cluster, event.reason).inc()
 
     def after(self) -> Mapping[str, Any]:
         """The status as it will be once the tick's patch is applied (a tick writes whole top-level fields)."""
@@ -333,9 +320,7 @@ __all__ = [
     "bytes_moved_delta",
     "classify",
     "count_error",
-    "count_kafka_error",
     "forget",
     "reconcile",
     "serve",
-    "set_throttled_brokers",
 ]

@@ -85,10 +85,6 @@ class ClusterScheduler:
         return Move(owner=owner, partition=tp, current=ongoing.original, target=ongoing.target,
                     size_bytes=facts.size_bytes, write_rate=facts.write_rate)
 
-    def forget(self, owner: Owner) -> None:
-        with self._lock:
-            self._entries.pop(owner, None)
-
 
 class WriteRates:
     """Bytes/s written to each partition, from the growth of its largest replica between two observations.

@@ -71,7 +71,7 @@ def _tick(*, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Sta
                                       kafka=kafka, now=now, resource=f"{meta['namespace']}/{meta['name']}")
         if refused.refusal is not None:
             outcome = not_authorized_outcome(status, generation, refused.refusal, now)
-        tick_metrics.settle({}, outcome)
+        tick_metrics.settle(events=outcome.events if outcome else ())
         if lost_kafka(outcome):
             context.forget_kafka(parsed.cluster_ref)
         post_outcome(body, patch, outcome)
