@@ -8,12 +8,10 @@ from kpo.api.partition_reassignment import MAX_EXPLICIT_PARTITIONS
 from kpo.domain import conditions as cond
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
+from kpo.domain.problems import PROBLEM_CHARS, PROBLEMS_SHOWN, Problem, summarize
 from kpo.domain.reassignment import (
-    PROBLEM_CHARS,
-    PROBLEMS_SHOWN,
     ROLLBACK_BUDGET_BYTES,
     PartitionStatus,
-    Problem,
     Target,
     changes_replication_factor,
     classify,
@@ -22,7 +20,6 @@ from kpo.domain.reassignment import (
     rollback_document,
     rollback_json,
     settled,
-    summarize,
     validate,
 )
 from kpo.scheduler import WriteRates

@@ -11,7 +11,7 @@ import pytest
 
 from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.model import KafkaRefusal
-from kpo.domain.reassignment import Problem
+from kpo.domain.problems import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
 from kpo.resources import kafka_refusals_retried, lost_kafka, not_authorized_outcome, parse_and_connect
 from kpo.resources.topic_partition_count.reconciler import TickOutcome

@@ -47,8 +47,9 @@ def job_script(module: str = "kpo.planner.job") -> Path:
 
 @dataclass(frozen=True)
 class LocalSparkConfig:
+    # The operator's defaults (config.LocalPlannerSettings), so a runner built without settings plans as kpo does.
     master: str = "local[*]"
-    driver_memory: str = "2g"
+    driver_memory: str = "1g"
     timeout_seconds: float = 1800.0
     conf: Mapping[str, str] = field(default_factory=dict)
     python: str = sys.executable

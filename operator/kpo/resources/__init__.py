@@ -16,7 +16,7 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import STALLED, Event, now_rfc3339
 from kpo.domain.model import KafkaRefusal
-from kpo.domain.reassignment import Problem
+from kpo.domain.problems import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]

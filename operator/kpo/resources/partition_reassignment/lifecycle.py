@@ -67,16 +67,15 @@ from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
+from kpo.domain.problems import Problem, summarize
 from kpo.domain.reassignment import (
     Candidate,
     Classification,
     PartitionStatus,
-    Problem,
     Target,
     Targets,
     classify,
     misplaced_dirs,
-    summarize,
     validate,
 )
 

@@ -41,8 +41,9 @@ from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
+from kpo.domain.problems import Problem
 from kpo.domain.proposal import Proposal
-from kpo.domain.reassignment import Problem, current_replicas
+from kpo.domain.reassignment import current_replicas
 from kpo.resources.partition_reassignment.lifecycle import Phase
 
 PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {

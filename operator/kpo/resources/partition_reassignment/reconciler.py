@@ -18,15 +18,14 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.problems import Problem, summarize
 from kpo.domain.reassignment import (
     Candidate,
     PartitionStatus,
-    Problem,
     Progress,
     changes_replication_factor,
     progress,
     settled,
-    summarize,
 )
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.k8s.rollback import rollback_name as rollback_config_map_name_of

@@ -77,7 +77,7 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
-from kpo.domain.reassignment import Problem, summarize
+from kpo.domain.problems import Problem, summarize
 
 
 class Phase(StrEnum):

@@ -20,7 +20,7 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView
-from kpo.domain.reassignment import Problem, summarize
+from kpo.domain.problems import Problem, summarize
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.preferred_leader_election.lifecycle import (
     KAFKA_UNAVAILABLE,

@@ -61,7 +61,7 @@ from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
-from kpo.domain.reassignment import Problem, summarize
+from kpo.domain.problems import Problem, summarize
 
 #: Caps on status.keyRemap.sources (see the module text).
 SOURCES_CAP = 64

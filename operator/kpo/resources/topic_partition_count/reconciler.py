@@ -24,7 +24,7 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event, now_rfc3339
 from kpo.domain.keyremap import RemapReport
-from kpo.domain.reassignment import Problem, summarize
+from kpo.domain.problems import Problem, summarize
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.topic_partition_count.lifecycle import (
     TERMINAL,
