@@ -22,7 +22,7 @@ from e2e.operator_support import OperatorProcess
 from kpo.api.partition_reassignment import MAX_EXPLICIT_PARTITIONS
 from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS, MAX_TOPIC_PARTITIONS
 from kpo.domain.keyremap import remapped_fraction
-from kpo.resources import OBJECT_BUDGET_BYTES
+from kpo.resources.shell import OBJECT_BUDGET_BYTES
 
 KPR = "PartitionReassignment"
 KTPC = "TopicPartitionCount"

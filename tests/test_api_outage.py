@@ -13,9 +13,9 @@ import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
 from kpo.k8s.outage import ApiOutage, RepeatedRequestErrors, is_outage, namespace_terminating
-from kpo.resources.partition_reassignment.handlers import partitionreassignment_polls
-from kpo.resources.preferred_leader_election.handlers import preferredleaderelection_polls
-from kpo.resources.topic_partition_count.handlers import topicpartitioncount_polls
+from kpo.resources.partition_reassignment.handlers import partitionreassignment_at_rest
+from kpo.resources.preferred_leader_election.handlers import preferredleaderelection_at_rest
+from kpo.resources.topic_partition_count.handlers import topicpartitioncount_at_rest
 
 
 class Clock:
@@ -156,7 +156,7 @@ def _meta(generation: int) -> dict[str, Any]:
 ])
 def test_a_partition_reassignment_at_rest_has_no_timer(status: dict[str, Any], generation: int,
                                                        polls: bool) -> None:
-    assert partitionreassignment_polls(meta=_meta(generation), status=status) is polls
+    assert partitionreassignment_at_rest(generation, status) is not polls
 
 
 @pytest.mark.parametrize(("status", "generation", "polls"), [
@@ -167,11 +167,11 @@ def test_a_partition_reassignment_at_rest_has_no_timer(status: dict[str, Any], g
     ({"phase": "Succeeded", "observedGeneration": 1}, 2, True),
 ])
 def test_a_topic_partition_count_at_rest_has_no_timer(status: dict[str, Any], generation: int, polls: bool) -> None:
-    assert topicpartitioncount_polls(meta=_meta(generation), status=status) is polls
+    assert topicpartitioncount_at_rest(generation, status) is not polls
 
 
 def _ready(reason: str) -> list[dict[str, str]]:
-    return [{"type": "Ready", "status": "False", "reason": reason}]
+    return [{"type": "Ready", "status": "False", "reason": reason, "lastTransitionTime": "2026-01-01T00:00:00Z"}]
 
 
 @pytest.mark.parametrize(("status", "generation", "polls"), [
@@ -186,7 +186,7 @@ def _ready(reason: str) -> list[dict[str, str]]:
 ])
 def test_a_preferred_leader_election_at_rest_has_no_timer(status: dict[str, Any], generation: int,
                                                           polls: bool) -> None:
-    assert preferredleaderelection_polls(meta=_meta(generation), status=status) is polls
+    assert preferredleaderelection_at_rest(generation, status) is not polls
 
 
 def test_a_write_into_a_namespace_being_deleted_is_not_an_outage() -> None:

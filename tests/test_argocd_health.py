@@ -8,6 +8,7 @@ when the conditions a phase carries change, this test says whether Argo CD still
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "helm" / "kpo" / "files" / "argocd-health.lua"
 ARGOCD_CM = ROOT / "deploy" / "argocd" / "argocd-cm-health.yaml"
 KINDS = ("PartitionReassignment", "PreferredLeaderElection", "TopicPartitionCount")
-NOW = "2026-01-01T00:00:00Z"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def health(obj: dict[str, Any], script: str | None = None) -> tuple[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 from kpo.api.partition_reassignment import MAX_EXPLICIT_PARTITIONS
 from kpo.domain import conditions as cond
@@ -198,18 +199,22 @@ def test_a_move_in_flight_holds_its_partition_even_against_an_older_claim() -> N
     assert claimed_by_others(mine, [younger_holding]) == {}
 
 
+T1 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 def test_conditions_keep_transition_time_while_status_is_unchanged() -> None:
     first = cond.merge([], cond.kstatus(ready=False, progressing=True, stalled=False, reason="Executing",
-                                        message="1/3"), 1, "t1")
+                                        message="1/3"), 1, T1)
     second = cond.merge(first, cond.kstatus(ready=False, progressing=True, stalled=False, reason="Executing",
-                                            message="2/3"), 1, "t2")
+                                            message="2/3"), 1, T1 + timedelta(seconds=1))
     third = cond.merge(second, cond.kstatus(ready=True, progressing=False, stalled=False, reason="Succeeded",
-                                            message="done"), 2, "t3")
+                                            message="done"), 2, T1 + timedelta(seconds=2))
     times = {c["type"]: c["lastTransitionTime"] for c in second}
-    assert times == {"Ready": "t1", "Progressing": "t1", "Stalled": "t1"}
+    t1, t3 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:02Z"
+    assert times == {"Ready": t1, "Progressing": t1, "Stalled": t1}
     assert [c["message"] for c in second] == ["2/3"] * 3
     final = {c["type"]: (c["status"], c["lastTransitionTime"], c["observedGeneration"]) for c in third}
-    assert final == {"Ready": ("True", "t3", 2), "Progressing": ("False", "t3", 2), "Stalled": ("False", "t1", 2)}
+    assert final == {"Ready": ("True", t3, 2), "Progressing": ("False", t3, 2), "Stalled": ("False", t1, 2)}
 
 
 def test_write_rates_come_from_size_growth_and_never_go_negative() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaRequestRefused
+from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Observation, Phase, decide
 from kpo.resources.partition_reassignment.planning import (
@@ -38,7 +40,7 @@ from kpo.resources.partition_reassignment.planning import (
     selected_topics,
 )
 
-NOW = "2025-01-01T12:00:00Z"
+NOW = datetime(2025, 1, 1, 12, tzinfo=UTC)
 T = "orders"
 P0, P1 = TopicPartition(T, 0), TopicPartition(T, 1)
 OFFSETS = TopicPartition("__consumer_offsets", 7)
@@ -214,7 +216,7 @@ def ports(cluster: Cluster) -> reconciler.Ports:
 
 
 def tick(cluster: Cluster, the_intent: Intent, memory: Memory, status: dict[str, Any] | None = None
-         ) -> reconciler.TickOutcome:
+         ) -> Outcome[Any]:
     body = {"metadata": {"namespace": "ns", "name": "kpr"}, "status": status or {}}
     outcome = reconciler.tick(body=body, intent=the_intent, memory=memory, ports=ports(cluster), now=NOW)
     assert outcome is not None

@@ -14,9 +14,11 @@ from typing import Any
 from kpo.api import ELECTED_PARTITIONS_CAP, PreferredLeaderElectionStatus
 from kpo.domain.model import KafkaRefusal, PartitionState, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused
+from kpo.resources.outcomes import Outcome, invalid_outcome
 from kpo.resources.preferred_leader_election import reconciler
 from kpo.resources.preferred_leader_election.lifecycle import Intent, Reassignment, Selection, SelectionKind
-from kpo.resources.preferred_leader_election.spec import intent_of, memory_of, parse_spec
+from kpo.resources.preferred_leader_election.spec import intent_of, parse_spec
+from kpo.resources.preferred_leader_election.status import memory_of
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -72,7 +74,7 @@ def not_called(name: str) -> Reassignment:
 
 
 def tick(cluster: Cluster, spec: dict[str, Any], status: dict[str, Any] | None = None, *, generation: int = 1,
-         now: datetime = NOW, after: Reassignment | None = None) -> reconciler.TickOutcome | None:
+         now: datetime = NOW, after: Reassignment | None = None) -> Outcome[Any] | None:
     intent: Intent = intent_of(parse_spec(spec), generation)
     status = status or {}
     return reconciler.tick(status=status, intent=intent, memory=memory_of(status), kafka=cluster,  # type: ignore[arg-type]
@@ -181,9 +183,9 @@ def test_waiting_writes_once_then_stays_quiet_and_never_asks_kafka() -> None:
 
 
 def test_an_invalid_pattern_is_reported_by_the_handler_path() -> None:
-    outcome = reconciler.invalid_outcome({}, 3, [], NOW)
+    outcome = invalid_outcome({}, 3, [], NOW)
     assert outcome is not None and outcome.status["phase"] == "Invalid"
-    assert reconciler.invalid_outcome(outcome.status, 3, [], NOW) is None, "written once per generation"
+    assert invalid_outcome(outcome.status, 3, [], NOW) is None, "written once per generation"
 
 
 def test_selection_of_each_kind_is_parsed() -> None:

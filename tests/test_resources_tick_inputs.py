@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
 import pytest
 
-from kpo.domain.conditions import Event, now_rfc3339
+from kpo.domain.clock import parse_rfc3339, rfc3339, utcnow
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
-from kpo.resources import kafka_refusals_retried, lost_kafka, not_authorized_outcome, parse_and_connect
-from kpo.resources.topic_partition_count.reconciler import TickOutcome
+from kpo.resources.outcomes import invalid_outcome, not_authorized_outcome, unavailable_outcome
+from kpo.resources.shell import kafka_refusals_retried, parse_and_connect
 from kpo.resources.topic_partition_count.spec import parse_spec
 
 VALID = {"topic": "orders", "partitions": 12}
@@ -61,12 +62,31 @@ def test_an_unknown_cluster_is_refused_unless_already_said() -> None:
 # How every kind's tick ends.
 
 
-def test_a_tick_that_lost_kafka_says_so_and_others_do_not() -> None:
-    lost = TickOutcome(status={}, events=[Event("Warning", "KafkaUnavailable", "will retry: broker down")])
-    fine = TickOutcome(status={}, events=[Event("Normal", "Submitted", "2 moves")])
-    assert lost_kafka(lost)
-    assert not lost_kafka(fine)
-    assert not lost_kafka(None)
+def test_a_tick_that_lost_kafka_drops_the_client_every_time_and_says_so_once() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    first = unavailable_outcome({"observedGeneration": 2}, "broker down", now)
+    assert first.lost_kafka and [e.reason for e in first.events] == ["KafkaUnavailable"]
+    progressing = next(c for c in first.status["conditions"] if c["type"] == "Progressing")
+    assert progressing["reason"] == "KafkaUnavailable" and "broker down" in progressing["message"]
+    again = unavailable_outcome({"observedGeneration": 2, **first.status}, "broker down", now)
+    assert again.lost_kafka and again.events == [], "one Event per outage, not one per tick"
+
+
+def test_a_refused_login_keeps_the_client_and_stalls() -> None:
+    outcome = unavailable_outcome({}, "SASL authentication failed", datetime(2026, 1, 1, tzinfo=UTC),
+                                  reason="AuthenticationFailed")
+    assert not outcome.lost_kafka, "the adapter backs off its logins itself"
+    assert {c["type"]: c["status"] for c in outcome.status["conditions"]}["Stalled"] == "True"
+
+
+def test_an_invalid_spec_is_said_once_per_generation() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    problems = [Problem("spec.topic", "InvalidSpec", "must not be empty")]
+    outcome = invalid_outcome({}, 4, problems, now)
+    assert outcome is not None and outcome.status["phase"] == "Invalid" and outcome.status["observedGeneration"] == 4
+    assert [e.reason for e in outcome.events] == ["InvalidSpec"] and "spec.topic" in outcome.events[0].message
+    assert invalid_outcome(outcome.status, 4, problems, now) is None
+    assert invalid_outcome(outcome.status, 5, problems, now) is not None, "a new generation is judged again"
 
 
 def test_a_read_kafka_refused_becomes_a_retry_on_kopfs_backoff() -> None:
@@ -82,15 +102,18 @@ def test_a_read_refused_for_want_of_an_acl_is_kept_for_a_failed_phase_not_retrie
     with kafka_refusals_retried(logging.getLogger("test")) as refused:
         raise KafkaRequestRefused(refusal)
     assert refused.refusal == refusal
-    outcome = not_authorized_outcome({}, 3, refusal, "2026-01-01T00:00:00Z")
+    outcome = not_authorized_outcome({}, 3, refusal, datetime(2026, 1, 1, tzinfo=UTC))
     assert outcome is not None and outcome.status["phase"] == "Failed" and outcome.status["observedGeneration"] == 3
     stalled = next(c for c in outcome.status["conditions"] if c["type"] == "Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "NotAuthorized" and "topic 't'" in stalled["message"]
     assert [e.reason for e in outcome.events] == ["NotAuthorized"]
     # Said once: the same refusal on the next tick writes nothing and posts no second Event.
-    assert not_authorized_outcome(outcome.status, 3, refusal, "2026-01-01T00:00:09Z") is None
+    assert not_authorized_outcome(outcome.status, 3, refusal, datetime(2026, 1, 1, 0, 0, 9, tzinfo=UTC)) is None
 
 
-def test_the_timestamps_are_rfc3339_utc_in_whole_seconds() -> None:
-    stamp = now_rfc3339()
+def test_the_timestamps_are_rfc3339_utc_in_whole_seconds_and_read_back() -> None:
+    now = utcnow()
+    stamp = rfc3339(now)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp), stamp
+    assert parse_rfc3339(stamp) == now
+    assert parse_rfc3339(None) is None and parse_rfc3339("not a time") is None

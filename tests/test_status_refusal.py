@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kpo.resources import OBJECT_BUDGET_BYTES, STATUS_REFUSED, _fallback, status_refusal
+from kpo.resources.shell import OBJECT_BUDGET_BYTES, STATUS_REFUSED, status_refusal
+from kpo.resources.shell import fallback_status as _fallback
 
 NOW = "2026-11-22T10:00:00Z"
 

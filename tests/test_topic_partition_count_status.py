@@ -8,6 +8,7 @@ Protocol, and these tests check what it asks and what it makes of the answers.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 from kpo.api import TopicPartitionCountStatus
 from kpo.domain.keyremap import remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas, TopicPartition
+from kpo.resources.outcomes import Outcome
 from kpo.resources.topic_partition_count import reconciler
-from kpo.resources.topic_partition_count.spec import intent_of, memory_of, parse_spec
+from kpo.resources.topic_partition_count.spec import intent_of, parse_spec
+from kpo.resources.topic_partition_count.status import decimal, memory_of, remap_status
 
-NOW = "2025-01-01T12:00:00Z"
+NOW = datetime(2025, 1, 1, 12, tzinfo=UTC)
 
 
 class Cluster:
@@ -61,7 +64,7 @@ class Cluster:
 
 
 def tick(cluster: Cluster, spec: dict[str, Any], status: dict[str, Any] | None = None,
-         generation: int = 1) -> reconciler.TickOutcome | None:
+         generation: int = 1) -> Outcome[Any] | None:
     status = status or {}
     return reconciler.tick(status=status, intent=intent_of(parse_spec(spec), generation), memory=memory_of(status),
                            kafka=cluster, now=NOW)  # type: ignore[arg-type]
@@ -173,12 +176,12 @@ def test_explicit_assignments_are_sent_as_given() -> None:
     (Fraction(1, 3), "0.333333333"), (Fraction(2**31 - 1, 2**31), "0.999999999"),
 ])
 def test_decimal_fractions_are_truncated_never_rounded_up(fraction: Fraction, text: str) -> None:
-    assert reconciler.decimal(fraction) == text
+    assert decimal(fraction) == text
 
 
 def test_the_report_of_every_growth_fits_the_api() -> None:
     for old in range(1, 13):
         for new in range(old, 25):
-            status = {"phase": "Growing", "keyRemap": reconciler.remap_status(remap_report(old, new), None)}
+            status = {"phase": "Growing", "keyRemap": remap_status(remap_report(old, new), None)}
             remap = valid(status).key_remap
             assert remap is not None and Fraction(remap.moved_key_space) == remap_report(old, new).remapped_fraction

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from kubernetes import client
 
 from kpo.config import KafkaConnection, OperatorConfig, SecretKeyRef
 from kpo.domain.access import Backoff
+from kpo.domain.clock import rfc3339, utcnow
+from kpo.domain.model import TopicPartition
 from kpo.domain.scheduling import Limits, SchedulerConfig
 from kpo.k8s.outage import ApiOutage
 from kpo.k8s.proposals import ProposalStore
@@ -59,8 +62,12 @@ def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnecti
 
 def _next_attempt(backoff: Backoff) -> str:
     wait = backoff.failed(time.monotonic())
-    at = (datetime.now(UTC) + timedelta(seconds=wait)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    at = rfc3339(utcnow() + timedelta(seconds=round(wait)))
     return f"; next attempt at {at} (login attempt {backoff.failures}, backing off {wait:g}s)"
+
+
+#: Approved proposals whose partitions the operator keeps in memory (a few MB at the largest plans).
+PROPOSALS_REMEMBERED = 64
 
 
 @dataclass
@@ -77,6 +84,9 @@ class OperatorContext:
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
     # Whether the Kubernetes API answers, shared by every resource's tick (one warning per outage, not one a tick).
     api_outage: ApiOutage = field(default_factory=ApiOutage)
+    # Partitions of approved proposals, by (namespace, name, proposal id): a proposal never changes under its id.
+    _proposal_partitions: OrderedDict[tuple[str, str, str], frozenset[TopicPartition]] = field(
+        default_factory=OrderedDict)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -96,6 +106,24 @@ class OperatorContext:
             if self._planning_jobs is None:
                 self._planning_jobs = PlanningJobs(self.config.planner, self.api)
             return self._planning_jobs
+
+    def proposal_partitions(self, namespace: str, name: str, proposal_id: str) -> frozenset[TopicPartition]:
+        """The partitions of a resource's stored proposal ``proposal_id`` (empty if the ConfigMap holds another one
+        or none), read once per id: the claims index asks on every change of every PartitionReassignment."""
+        key = (namespace, name, proposal_id)
+        with self._lock:
+            if key in self._proposal_partitions:
+                self._proposal_partitions.move_to_end(key)
+                return self._proposal_partitions[key]
+        stored = self.proposals.load(namespace, name)
+        if stored is None or stored[0].id != proposal_id:
+            return frozenset()
+        partitions = frozenset(stored[0].targets)
+        with self._lock:
+            self._proposal_partitions[key] = partitions
+            while len(self._proposal_partitions) > PROPOSALS_REMEMBERED:
+                self._proposal_partitions.popitem(last=False)
+        return partitions
 
     def cluster_name(self, cluster_ref: str | None) -> str:
         return cluster_ref or self.config.default_cluster

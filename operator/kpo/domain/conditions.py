@@ -13,14 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kpo.domain.clock import rfc3339
+
 READY = "Ready"
 PROGRESSING = "Progressing"
 STALLED = "Stalled"
-
-
-def now_rfc3339() -> str:
-    """Now, as ``lastTransitionTime`` and the status timestamps are written: UTC, whole seconds, a ``Z``."""
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -74,13 +71,13 @@ class ConditionUpdate:
 
 
 def merge(existing: Iterable[Mapping[str, Any]], updates: Iterable[ConditionUpdate], generation: int,
-          now: str) -> list[dict[str, Any]]:
+          now: dt.datetime) -> list[dict[str, Any]]:
     """Apply ``updates`` to ``existing`` conditions, keeping ``lastTransitionTime`` when the status did not change."""
     by_type = {c.type: c for c in (Condition.from_status(e) for e in existing)}
     for update in updates:
         status = "True" if update.status else "False"
         previous = by_type.get(update.type)
-        since = previous.last_transition_time if previous is not None and previous.status == status else now
+        since = previous.last_transition_time if previous is not None and previous.status == status else rfc3339(now)
         by_type[update.type] = Condition(update.type, status, update.reason, update.message, since, generation)
     order = {READY: 0, PROGRESSING: 1, STALLED: 2}
     return [c.to_status() for c in sorted(by_type.values(), key=lambda c: (order.get(c.type, 9), c.type))]

@@ -8,17 +8,19 @@ the proposal's targets out like explicit ones.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import Event
+from kpo.domain.clock import rfc3339
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.resources.outcomes import Outcome, unavailable_outcome
 from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.planning import (
     PlanIntent,
@@ -26,7 +28,8 @@ from kpo.resources.partition_reassignment.planning import (
     decide_planning,
     selected_topics,
 )
-from kpo.resources.partition_reassignment.reconciler import TickOutcome, topic_names_with, unavailable_outcome
+from kpo.resources.partition_reassignment.reconciler import topic_names_with
+from kpo.resources.partition_reassignment.status import proposal_status, summary_status, write
 
 
 class JobBackend(Protocol):
@@ -72,7 +75,7 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = 
 
 
 def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafka: KafkaAdmin, jobs: JobBackend,
-              proposals: ProposalKeeper, now: str) -> TickOutcome:
+              proposals: ProposalKeeper, now: dt.datetime) -> Outcome[PlanningDecision]:
     status: Mapping[str, Any] = body.get("status") or {}
     meta = body["metadata"]
     stored = proposals.load(meta["namespace"], meta["name"])
@@ -93,12 +96,10 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
     events = list(decision.events)
     if decision.phase is Phase.PROPOSED and job.proposal is not None and job.metrics is not None \
             and decision.proposal is job.proposal:
-        name = proposals.save(body, job.proposal, intent.request, job.metrics, now)
-        new_status["proposal"] = _proposal_status(job.proposal, job.metrics, name, now)
-        new_status["summary"] = _summary(job.metrics)
-    if decision.phase is Phase.FAILED:
-        events.append(Event("Warning", "PlanningFailed", decision.message))
-    return TickOutcome(status=new_status, events=events)
+        name = proposals.save(body, job.proposal, intent.request, job.metrics, rfc3339(now))
+        new_status["proposal"] = proposal_status(job.proposal, job.metrics, name, now)
+        new_status["summary"] = summary_status(job.metrics)
+    return Outcome(status=write(new_status), events=events, decision=decision)
 
 
 def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:
@@ -107,25 +108,3 @@ def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:
                         stalled=decision.phase in (Phase.FAILED, Phase.INVALID) or decision.awaiting_approval,
                         reason="AwaitingApproval" if decision.awaiting_approval else decision.reason,
                         message=decision.message)
-
-
-def _proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, now: str) -> dict[str, Any]:
-    return {"id": proposal.id, "createdAt": now, "configMap": config_map, "partitions": len(proposal.targets),
-            "replicaMoves": metrics.replicas_to_move, "bytesToMove": metrics.bytes_to_move,
-            "leaderChanges": metrics.leader_changes}
-
-
-def _summary(metrics: PlanMetrics) -> dict[str, Any]:
-    before = {b.broker: b for b in metrics.brokers_before}
-    after = {b.broker: b for b in metrics.brokers_after}
-    brokers = [{"id": broker,
-                "bytesBefore": before[broker].bytes if broker in before else 0,
-                "bytesAfter": after[broker].bytes if broker in after else 0,
-                "replicasBefore": before[broker].replicas if broker in before else 0,
-                "replicasAfter": after[broker].replicas if broker in after else 0,
-                "leadersBefore": before[broker].leaders if broker in before else 0,
-                "leadersAfter": after[broker].leaders if broker in after else 0}
-               for broker in sorted(set(before) | set(after))]
-    return {"partitions": metrics.partitions_changed, "replicaMoves": metrics.replicas_to_move,
-            "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes,
-            "lowerBoundBytes": metrics.lower_bound_bytes, "brokers": brokers}

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kpo.api import INTERNAL_TOPICS
 from kpo.domain.conditions import Event
@@ -44,7 +45,7 @@ from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.problems import Problem
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import current_replicas
-from kpo.resources.partition_reassignment.lifecycle import Phase
+from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Phase
 
 PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.INVALID, Phase.STOPPED, Phase.PLANNING}),
@@ -76,6 +77,40 @@ class PlanningDecision:
     events: tuple[Event, ...] = field(default=())
     # Proposed, and only an approval (spec.approval.proposalId) moves it on: the Stalled condition says so.
     awaiting_approval: bool = False
+
+
+class Step(StrEnum):
+    """What a tick of a resource with ``spec.plan`` does."""
+
+    PLAN = "Plan"  # a planning tick: snapshot, job, proposal, approval (:mod:`plan_reconciler`)
+    EXECUTE = "Execute"  # the approved proposal's targets, carried out like explicit ones (:mod:`reconciler`)
+    IDLE = "Idle"  # finished with nothing left to follow
+
+
+@dataclass(frozen=True)
+class Route:
+    step: Step
+    #: For PLAN: the phase the planning tick starts from (Pending for a new spec or a changed plan).
+    phase: Phase = Phase.PENDING
+
+
+_RUNNING = frozenset({Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING})
+_PLANNING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED})
+
+
+def route(phase: Phase, generation: int, observed_generation: int, *, proposal_current: bool) -> Route:
+    """Where a tick of a planned resource goes, from its phase and whether its stored proposal answers the current
+    ``spec.plan`` (``proposal_current``).
+
+    A terminal phase of the current generation follows its executed proposal (throttles may remain to be taken back)
+    or rests; a running one goes on with its proposal; a new generation, or a plan changed while its proposal ran,
+    plans again from Pending (moves in flight are followed, not cancelled).
+    """
+    if phase in TERMINAL and generation == observed_generation:
+        return Route(Step.EXECUTE if proposal_current else Step.IDLE)
+    if phase in _RUNNING and proposal_current:
+        return Route(Step.EXECUTE)
+    return Route(Step.PLAN, phase if phase in _PLANNING else Phase.PENDING)
 
 
 def selected_topics(request: PlanRequest, topics: frozenset[str], *, allow_internal: bool = False) -> set[str]:

@@ -11,25 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kpo.domain import access
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import Event, now_rfc3339
+from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
-from kpo.domain.problems import Problem, summarize
-from kpo.domain.reassignment import (
-    Candidate,
-    PartitionStatus,
-    Progress,
-    changes_replication_factor,
-    progress,
-    settled,
-)
+from kpo.domain.reassignment import Candidate, Target, changes_replication_factor, settled
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.k8s.rollback import rollback_name as rollback_config_map_name_of
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
 from kpo.resources.partition_reassignment import throttling
 from kpo.resources.partition_reassignment.lifecycle import (
     BROKER_UNAVAILABLE,
@@ -43,20 +36,12 @@ from kpo.resources.partition_reassignment.lifecycle import (
     broker_unavailable_headline,
     decide,
 )
+from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, status_of, throttle_status
 
 log = logging.getLogger(__name__)
-#: Entries of status.conflicts and status.skipped: each can name every partition of a spec of thousands.
-REPORTED_PARTITIONS = 100
 
 # Memory.failures are cleared when a new run starts: back in Pending (a new spec) or when reverting begins.
 _FRESH_START = frozenset({Phase.PENDING, Phase.REVERTING})
-
-
-@dataclass
-class TickOutcome:
-    status: dict[str, Any]
-    events: list[Event] = field(default_factory=list)
-    decision: Decision | None = None
 
 
 def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool) -> ClusterView:
@@ -101,17 +86,9 @@ def rollback_config_map_name(body: Mapping[str, Any]) -> str:
     return rollback_config_map_name_of(str((body.get("metadata") or {}).get("name")))
 
 
-def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
-
-
 def _key(body: Mapping[str, Any]) -> str:
     meta = body.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"topic": tp.topic, "partition": tp.partition, **render(v)} for tp, v in sorted(values.items())]
 
 
 @dataclass(frozen=True)
@@ -140,17 +117,16 @@ def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) 
     message it was reached with — "2 skipped" must not turn into "no change since" while a broker is down."""
     if decision.phase is not memory.phase or decision.phase not in TERMINAL:
         return decision
-    ready = _condition(status, cond.READY)
+    ready = condition(status, cond.READY)
     reason, message = ready.get("reason"), ready.get("message")
     if not reason or not message or reason == THROTTLE_CLEANUP_PENDING:
         return decision
     return replace(decision, reason=reason, message=message.split(f"; {CLEANUP_PENDING_PREFIX}")[0])
 
 
-def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Ports, now: str | None = None
-         ) -> TickOutcome | None:
+def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Ports, now: dt.datetime
+         ) -> Outcome[Decision] | None:
     """Reconcile once; ``None`` when there is nothing to do (a terminal phase whose spec has not changed)."""
-    now = now or now_rfc3339()
     status: Mapping[str, Any] = body.get("status") or {}
     if at_rest(intent.generation, memory, status):
         return None
@@ -181,25 +157,27 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     try:
         _act(body, intent=intent, memory=memory, decision=decision, view=view, ports=ports, effects=effects)
     except KafkaUnavailable as exc:
-        effects.events.append(Event("Warning", "KafkaUnavailable", f"will retry: {exc}"))
+        # What was done before the connection broke is recorded below; the next tick reconnects and goes on.
         if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED:
             return unavailable_outcome(status, str(exc), now, reason=exc.reason)
+        effects.lost_kafka = True
+        effects.events.append(Event("Warning", KAFKA_UNAVAILABLE, f"will retry: {exc}"))
     owned, failures, events, rollback_name = effects.owned, effects.failures, effects.events, effects.rollback_name
     journal, leader_election = effects.journal, effects.leader_election
     if effects.cleanup_pending:
         decision = replace(decision, cleanup_pending=effects.cleanup_pending)
-        if _condition(status, cond.PROGRESSING).get("reason") != THROTTLE_CLEANUP_PENDING:
+        if condition(status, cond.PROGRESSING).get("reason") != THROTTLE_CLEANUP_PENDING:
             events.append(Event("Warning", THROTTLE_CLEANUP_PENDING, effects.cleanup_pending))
     if decision.unavailable_brokers:
         # One Event per outage (the same brokers down), not one per tick: the condition carries the details.
         headline = broker_unavailable_headline(decision.unavailable_brokers)
-        if not (_condition(status, cond.PROGRESSING).get("message") or "").startswith(headline + ":"):
+        if not (condition(status, cond.PROGRESSING).get("message") or "").startswith(headline + ":"):
             events.append(Event("Warning", BROKER_UNAVAILABLE, decision.message))
 
-    new_status = _status(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
-                         failures=failures, rollback_name=rollback_name, now=now)
+    new_status = status_of(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
+                           failures=failures, rollback_name=rollback_name, now=now)
     if journal is not None:
-        new_status["throttle"] = throttling.to_status(journal)
+        new_status["throttle"] = throttle_status(journal)
     if leader_election is not None:
         new_status["leaderElection"] = leader_election
     previous_conflicts = {(c["topic"], c["partition"], c["holder"]) for c in status.get("conflicts") or []}
@@ -209,7 +187,8 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         holders = sorted({c.holder for c in decision.conflicts})
         events.append(Event("Warning", "Conflict", f"{len(decision.conflicts)} partition(s) wait for "
                                                    f"{', '.join(holders)}: {decision.message}"))
-    return TickOutcome(status=new_status, events=events, decision=decision)
+    return Outcome(status=new_status, events=events, decision=decision, lost_kafka=effects.lost_kafka,
+                   originals={**decision.save_originals, **memory.originals})
 
 
 @dataclass
@@ -223,6 +202,7 @@ class _Effects:
     journal: ThrottleJournal | None
     leader_election: dict[str, int] | None = None
     cleanup_pending: str = ""
+    lost_kafka: bool = False
 
 
 def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: Decision, view: ClusterView,
@@ -323,85 +303,53 @@ def _elect(kafka: KafkaAdmin, decision: Decision, originals: Mapping[TopicPartit
     return {"elected": elected, "alreadyPreferred": already, "failed": len(failed)}
 
 
-def _status(previous: Mapping[str, Any], intent: Intent, decision: Decision, view: ClusterView, *,
-            recorded_originals: Mapping[TopicPartition, Replicas], owned: Mapping[TopicPartition, Replicas],
-            failures: Mapping[TopicPartition, KafkaRefusal], rollback_name: str | None, now: str) -> dict[str, Any]:
-    old_progress = previous.get("progress") or {}
-    started = old_progress.get("startedAt")
-    if started is None and (owned or decision.phase is Phase.EXECUTING):
-        started = now
-    status: dict[str, Any] = {
-        "phase": decision.phase.value,
-        "observedGeneration": intent.generation,
-        "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
-        "inFlight": _entries(owned, lambda r: {"replicas": list(r)}),
-        "failures": _entries(failures, lambda f: {"reason": f.code or "Unknown", "message": f.message}),
-        # Reports, not memory: the first REPORTED_PARTITIONS of each; the conditions' message counts them all.
-        "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
-                      for c in decision.conflicts[:REPORTED_PARTITIONS]],
-        "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
-    }
-    if rollback_name:
-        status["rollbackConfigMap"] = rollback_name
-    if decision.classification is not None and decision.targets:
-        # Bytes to move are counted from the placement before kpo started: the rollback ConfigMap's record.
-        originals = {tp: view.partitions[tp].replicas for tp in decision.targets if tp in view.partitions}
-        originals.update(recorded_originals)
-        originals.update(decision.save_originals)
-        counted = progress(decision.targets, originals, decision.classification, list(failures), view)
-        if decision.phase in (Phase.SUCCEEDED, Phase.REVERTED):
-            counted = _all_done(counted)
-        if decision.skipped:
-            # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
-            counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
-        elapsed = _seconds_between(started, now) if started else 0.0
-        status["progress"] = {
-            "total": counted.total, "completed": counted.completed, "inFlight": counted.in_flight,
-            "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
-            "bytesToMove": counted.bytes_to_move,
-            "bytesMoved": counted.bytes_moved, "percent": counted.percent, "summary": counted.summary,
-        }
-        eta = counted.eta_seconds(elapsed)
-        if eta is not None:
-            status["progress"]["etaSeconds"] = eta
-        if started:
-            status["progress"]["startedAt"] = started
-    elif old_progress:
-        status["progress"] = dict(old_progress)
-    return status
+@dataclass(frozen=True)
+class Holdings:
+    """What a PartitionReassignment being deleted may still hold in Kafka, as its status and ConfigMaps say."""
+
+    phase: Phase
+    owned: Mapping[TopicPartition, Replicas]
+    targets: Mapping[TopicPartition, Replicas]
+    journal: ThrottleJournal
+    originals_recorded: bool
 
 
-def _all_done(counted: Progress) -> Progress:
-    return replace(counted, completed=counted.total - counted.failed, in_flight=0, pending=0,
-                   bytes_moved=counted.bytes_to_move)
+def release(holdings: Holdings, ports: Ports) -> list[Event]:
+    """Let go of a deleted resource's moves and throttles (its finalizer waits for this); the Events to post.
+
+    Moves of its own still running are cancelled (KIP-455: back to their original replicas), including moves
+    towards its targets that a lost status write did not record; then its throttles are taken back, keeping what
+    another live resource still needs. Raises :class:`RetryLater` while Kafka refuses a cancellation (it would
+    leave no in-sync replica: wait for the move to finish) or a throttle cannot be removed yet (a broker down).
+    """
+    if holdings.phase in TERMINAL and not holdings.owned and holdings.journal.empty:
+        return []  # finished, nothing of its own in flight, no throttle: nothing to ask Kafka
+    if not holdings.owned and holdings.journal.empty and not holdings.originals_recorded:
+        # No move was ever sent: a partition's original replicas are on record before its first move is. So there
+        # is nothing to cancel, whether or not Kafka can be reached (or lets kpo log in) right now.
+        return []
+    kafka, events = ports.kafka, []
+    try:
+        ongoing = kafka.list_reassignments(set(holdings.owned) | set(holdings.targets))
+        mine = [tp for tp, o in ongoing.items() if o.target in (holdings.owned.get(tp), holdings.targets.get(tp))]
+        if mine:
+            answers = kafka.alter_reassignments(dict.fromkeys(mine))
+            refused = {tp: a for tp, a in answers.items() if a is not None and a.code != "NO_REASSIGNMENT_IN_PROGRESS"}
+            if refused:
+                # Kafka keeps refusing such a cancellation until the move completes: wait for that at a walk.
+                raise RetryLater(f"Kafka refused to cancel {len(refused)} move(s), waiting for them to finish: "
+                                 f"{next(iter(refused.values()))}", delay=30)
+            events.append(Event("Normal", "Cancelled", f"deleted while running: cancelled {len(mine)} move(s)"))
+        if not holdings.journal.empty:
+            left = throttling.remove(kafka, holdings.journal, ports.others_throttles(), ports.save_throttle,
+                                     live_brokers=kafka.brokers())
+            if not left.empty:
+                # The journal goes with the ConfigMap once the finalizer lets go: hold on until nothing leaks.
+                raise RetryLater(f"cannot remove every throttle yet: {describe_pending(left)}", delay=10)
+    except (KafkaUnavailable, KafkaRequestRefused) as exc:
+        raise RetryLater(f"cannot cancel the moves in flight yet: {exc}", delay=5, lost_kafka=True) from exc
+    return events
 
 
-def _seconds_between(start: str, end: str) -> float:
-    parse = dt.datetime.fromisoformat
-    return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
-
-
-def unavailable_outcome(status: Mapping[str, Any], message: str, now: str, reason: str = "KafkaUnavailable"
-                        ) -> TickOutcome:
-    """Kafka could not be reached (or refused the login): the phase stays, the conditions say why, and a later tick
-    tries again. A refused login is reported once, not on every tick."""
-    previous = status.get("conditions") or []
-    updates, news = access.unreachable_updates(previous, reason, message)
-    conditions = cond.merge(previous, updates, int(status.get("observedGeneration") or 0), now)
-    quiet = reason == access.AUTHENTICATION_FAILED and not news
-    return TickOutcome(status={"conditions": conditions},
-                       events=[] if quiet else [Event("Warning", reason, f"will retry: {message}")])
-
-
-def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[Problem], now: str) -> TickOutcome:
-    """For a spec the models reject (the CRD schema should have already): Invalid, with every problem named."""
-    message = summarize(problems)
-    decision = Decision(Phase.INVALID, problems[0].reason if problems else "InvalidSpec", message,
-                        problems=tuple(problems))
-    return TickOutcome(
-        status={"phase": Phase.INVALID.value, "observedGeneration": generation,
-                "conditions": cond.merge(status.get("conditions") or [], decision.conditions, generation, now)},
-        events=[Event("Warning", decision.reason, message)], decision=decision)
-
-
-__all__ = ["PartitionStatus", "TickOutcome", "invalid_outcome", "observe", "tick"]
+def targets_replicas(targets: Mapping[TopicPartition, Target]) -> dict[TopicPartition, Replicas]:
+    return {tp: t.replicas for tp, t in targets.items()}

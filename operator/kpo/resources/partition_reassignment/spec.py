@@ -1,7 +1,7 @@
-"""Parse a PartitionReassignment (spec and status) into the values its life cycle decides on.
+"""Parse a PartitionReassignment's spec into the values its life cycle, its planning and the scheduler decide on.
 
 The API models in :mod:`kpo.api` check the spec again (the CRD schema already did at admission); the life cycle
-then works on plain domain values: targets per partition, and what kpo remembered in the status.
+then works on plain domain values: targets per partition, the planning request, the scheduler's limits.
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from kpo.api import PartitionReassignmentSpec
-from kpo.domain.model import KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.model import TopicPartition
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.reassignment import Target
-from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
+from kpo.domain.scheduling import Execution, Limits, Order
+from kpo.resources.partition_reassignment.lifecycle import Intent
+from kpo.resources.partition_reassignment.planning import PlanIntent
 
 
 def parse_spec(spec: Mapping[str, Any]) -> PartitionReassignmentSpec:
@@ -48,21 +50,21 @@ def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
                        tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware)
 
 
-def phase_of(status: Mapping[str, Any]) -> Phase:
-    try:
-        return Phase(status.get("phase") or Phase.PENDING)
-    except ValueError:
-        return Phase.PENDING
+def plan_intent_of(spec: PartitionReassignmentSpec, generation: int) -> PlanIntent:
+    """What ``spec.plan`` and ``spec.approval`` ask of the planning phases."""
+    approval = spec.approval
+    return PlanIntent(generation=generation, request=plan_request(spec),
+                      automatic=approval is not None and approval.mode.value == "Automatic",
+                      approved_id=approval.proposal_id if approval is not None else None, stop=spec.stop,
+                      allow_internal_topics=spec.allow_internal_topics,
+                      allow_replication_factor_decrease=spec.allow_replication_factor_decrease)
 
 
-def partition_list(entries: Any) -> dict[TopicPartition, Mapping[str, Any]]:
-    return {TopicPartition(str(e["topic"]), int(e["partition"])): e for e in entries or []}
-
-
-def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]) -> Memory:
-    phase = phase_of(status)
-    owned = {tp: tuple(int(r) for r in e["replicas"]) for tp, e in partition_list(status.get("inFlight")).items()}
-    failures = {tp: KafkaRefusal(code=str(e.get("reason", "")), message=str(e.get("message", "")))
-                for tp, e in partition_list(status.get("failures")).items()}
-    return Memory(phase=phase, observed_generation=int(status.get("observedGeneration") or 0), owned=owned,
-                  failures=failures, originals=dict(originals))
+def execution_of(spec: PartitionReassignmentSpec) -> Execution:
+    """``spec.execution`` as the cluster-wide scheduler takes it: order, concurrency limits, throttle."""
+    execution = spec.execution
+    return Execution(order=Order(execution.order.value),
+                     limits=Limits(max_moves=execution.max_moves,
+                                   max_moves_per_broker=execution.max_moves_per_broker,
+                                   max_moves_per_broker_direction=execution.max_moves_per_broker_direction),
+                     throttle=float(execution.throttle) if execution.throttle else None)

@@ -73,21 +73,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from kpo.api import ElectionPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
+from kpo.domain.clock import rfc3339
 from kpo.domain.conditions import ConditionUpdate, Event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
 from kpo.domain.problems import Problem, summarize
 
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    WAITING = "Waiting"
-    ELECTING = "Electing"
-    SUCCEEDED = "Succeeded"
-    SCHEDULED = "Scheduled"
-    FAILED = "Failed"
-    INVALID = "Invalid"
+Phase = ElectionPhase
 
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID})
@@ -432,12 +426,6 @@ def _transition_event(before: Phase, decision: Decision) -> Event:
         else "Normal"
     prefix = f"{before.value} -> {decision.phase.value}: " if before is not decision.phase else ""
     return Event(kind, decision.reason, prefix + decision.message)
-
-
-def rfc3339(moment: datetime) -> str:
-    """RFC 3339 in UTC with a Z, as Kubernetes writes times."""
-    """RFC 3339 in UTC with a Z, as Kubernetes writes times."""
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _with(decision: Decision, **changes: object) -> Decision:

@@ -54,7 +54,7 @@ from enum import StrEnum
 from fractions import Fraction
 from itertools import islice
 
-from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS
+from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS, PartitionCountPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import ConditionUpdate, Event
@@ -67,12 +67,7 @@ from kpo.domain.problems import Problem, summarize
 SOURCES_CAP = 64
 
 
-class Phase(StrEnum):
-    PENDING = "Pending"
-    GROWING = "Growing"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    INVALID = "Invalid"
+Phase = PartitionCountPhase
 
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID})

@@ -13,19 +13,15 @@ the count.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from fractions import Fraction
+from dataclasses import replace
 from typing import Any
 
-from kpo.domain import access
-from kpo.domain import conditions as cond
-from kpo.domain.conditions import Event, now_rfc3339
-from kpo.domain.keyremap import RemapReport
-from kpo.domain.problems import Problem, summarize
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.resources.outcomes import Outcome, unavailable_outcome, unchanged
 from kpo.resources.topic_partition_count.lifecycle import (
     TERMINAL,
     BrokerLoad,
@@ -35,25 +31,13 @@ from kpo.resources.topic_partition_count.lifecycle import (
     Memory,
     Need,
     Observation,
-    Phase,
     decide,
     refused,
-    report_sources,
     sample_refused,
 )
+from kpo.resources.topic_partition_count.status import status_of
 
 log = logging.getLogger(__name__)
-
-#: Decimal places of the fractions in status.keyRemap (the exact value is in movedKeySpace).
-DECIMAL_PLACES = 9
-
-
-@dataclass
-class TickOutcome:
-    status: dict[str, Any]
-    events: list[Event] = field(default_factory=list)
-    decision: Decision | None = None
-
 
 def observe(kafka: KafkaAdmin, topic: str) -> Observation:
     """The live brokers and the topic's partitions (None when it does not exist)."""
@@ -75,10 +59,9 @@ def broker_load(kafka: KafkaAdmin) -> BrokerLoad:
     return BrokerLoad(replicas=dict(replicas), leaders=dict(leaders))
 
 
-def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: KafkaAdmin,
-         now: str | None = None, resource: str = "") -> TickOutcome | None:
+def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: KafkaAdmin, now: dt.datetime,
+         resource: str = "") -> Outcome[Decision] | None:
     """Reconcile once; ``None`` when there is nothing to write. ``resource`` only labels the log lines."""
-    now = now or now_rfc3339()
     if memory.phase in TERMINAL and intent.generation == memory.observed_generation:
         return None
     try:
@@ -100,11 +83,11 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
         if decision.grow is not None:
             decision = _grow(kafka, memory, decision, resource)
     except KafkaUnavailable as exc:
-        return _unavailable(status, str(exc), now, exc.reason)
+        return unavailable_outcome(status, str(exc), now, exc.reason)
     new_status = status_of(status, intent, decision, now)
-    if not decision.events and all(status.get(k) == v for k, v in new_status.items()):
+    if not decision.events and unchanged(status, new_status):
         return None
-    return TickOutcome(status=new_status, events=list(decision.events), decision=decision)
+    return Outcome(status=new_status, events=list(decision.events), decision=decision)
 
 
 def _sample(kafka: KafkaAdmin, intent: Intent, observed: Observation, resource: str) -> KeySample:
@@ -134,73 +117,4 @@ def _grow(kafka: KafkaAdmin, memory: Memory, decision: Decision, resource: str) 
     return refused(memory, decision, answer)
 
 
-def decimal(fraction: Fraction, places: int = DECIMAL_PLACES) -> str:
-    """A fraction in [0, 1] as a decimal string, truncated (never rounded up to "1" unless it is 1)."""
-    scaled = fraction.numerator * 10**places // fraction.denominator
-    whole, rest = divmod(scaled, 10**places)
-    digits = f"{rest:0{places}d}".rstrip("0")
-    return f"{whole}.{digits}" if digits else str(whole)
-
-
-def remap_status(report: RemapReport, sample: KeySample | None) -> dict[str, Any]:
-    fraction = report.remapped_fraction
-    remap: dict[str, Any] = {
-        "fromPartitions": report.old_partitions,
-        "toPartitions": report.new_partitions,
-        "movedFraction": decimal(fraction),
-        "movedKeySpace": f"{fraction.numerator}/{fraction.denominator}",
-        "sources": [{"partition": p, "fedBy": list(feeding)} for p, feeding in report_sources(report)],
-    }
-    if sample is not None:
-        remap["sampledMessages"] = sample.messages
-        moved = sample.moved_fraction
-        if moved is not None:
-            remap["sampledMovedFraction"] = decimal(moved)
-    return remap
-
-
-def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, now: str) -> dict[str, Any]:
-    """The status fields this decision sets; ``None`` removes a field (JSON merge patch)."""
-    status: dict[str, Any] = {
-        "phase": decision.phase.value,
-        "observedGeneration": intent.generation,
-        "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
-    }
-    if decision.current is not None:
-        status["currentPartitions"] = decision.current
-    report = decision.report
-    earlier = previous.get("keyRemap") or {}
-    if report is not None:
-        # Reaching a count already present keeps the report of the growth that got there (a re-applied spec, or a
-        # status write lost after Kafka accepted the growth).
-        no_change = report.old_partitions == report.new_partitions
-        if not (no_change and earlier.get("toPartitions") == report.new_partitions):
-            status["keyRemap"] = remap_status(report, decision.sample)
-    elif decision.phase in (Phase.INVALID, Phase.FAILED):
-        status["keyRemap"] = None
-    return status
-
-
-def _unavailable(status: Mapping[str, Any], message: str, now: str, reason: str) -> TickOutcome:
-    previous = status.get("conditions") or []
-    updates, news = access.unreachable_updates(previous, reason, message)
-    conditions = cond.merge(previous, updates, int(status.get("observedGeneration") or 0), now)
-    events = [Event("Warning", reason, f"will retry: {message}")] if news else []
-    return TickOutcome(status={"conditions": conditions}, events=events)
-
-
-def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[Problem],
-                    now: str) -> TickOutcome | None:
-    """For a spec the models reject (the CRD schema should have already): Invalid, with every problem named."""
-    if status.get("phase") == Phase.INVALID.value and status.get("observedGeneration") == generation:
-        return None
-    message = summarize(problems)
-    decision = Decision(Phase.INVALID, problems[0].reason if problems else "InvalidSpec", message,
-                        problems=tuple(problems))
-    return TickOutcome(
-        status={"phase": Phase.INVALID.value, "observedGeneration": generation,
-                "conditions": cond.merge(status.get("conditions") or [], decision.conditions, generation, now)},
-        events=[Event("Warning", decision.reason, message)], decision=decision)
-
-
-__all__ = ["TickOutcome", "broker_load", "decimal", "invalid_outcome", "observe", "remap_status", "status_of", "tick"]
+__all__ = ["broker_load", "observe", "tick"]

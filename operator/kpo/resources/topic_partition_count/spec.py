@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kpo.api import KeyOrderingPolicy, PlacementStrategy, TopicPartitionCountSpec
-from kpo.domain.conditions import READY
-from kpo.resources.topic_partition_count.lifecycle import Intent, Memory, Phase, Placement
+from kpo.resources.topic_partition_count.lifecycle import Intent, Placement
 
 
 def parse_spec(spec: Mapping[str, Any]) -> TopicPartitionCountSpec:
@@ -33,16 +32,3 @@ def intent_of(spec: TopicPartitionCountSpec, generation: int) -> Intent:
         require_multiple=spec.key_ordering.policy is KeyOrderingPolicy.REQUIRE_MULTIPLE,
         sample_messages=spec.key_ordering.sample_messages,
     )
-
-
-def memory_of(status: Mapping[str, Any]) -> Memory:
-    try:
-        phase = Phase(status.get("phase") or Phase.PENDING)
-    except ValueError:
-        phase = Phase.PENDING
-    ready: Mapping[str, Any] = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == READY), {})
-    remap = status.get("keyRemap") or {}
-    requested = remap.get("toPartitions") if phase is Phase.GROWING else None
-    return Memory(phase=phase, observed_generation=int(status.get("observedGeneration") or 0),
-                  reason=str(ready.get("reason") or ""), requested=int(requested) if requested else None)

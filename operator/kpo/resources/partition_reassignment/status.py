@@ -1,0 +1,156 @@
+"""A PartitionReassignment's status, both ways, through the API status model.
+
+Read: what the life cycle remembers (:class:`Memory`: phase, generation, the moves kpo has in flight, Kafka's
+refusals) and what the other resources see of this one (:class:`Claim`) come from the status as the API models parse
+it. Written: the fields a decision sets go through :class:`PartitionReassignmentStatus` and are dumped in the API's
+camelCase, so what kpo writes is what the CRD schema (generated from the same models) accepts. A field set to
+``None`` is removed (the status is written as a JSON merge patch).
+
+The status is a report, capped where a list could name every partition of a spec of thousands
+(:data:`REPORTED_PARTITIONS`); what kpo must not forget (original replicas, the throttle journal) lives in the
+resource's ConfigMap, written before Kafka is touched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+from typing import Any
+
+from kpo.api import PartitionReassignmentStatus
+from kpo.domain import conditions as cond
+from kpo.domain.claims import Claim
+from kpo.domain.clock import parse_rfc3339, rfc3339
+from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.plan_contract import PlanMetrics
+from kpo.domain.proposal import Proposal
+from kpo.domain.reassignment import Progress, progress
+from kpo.domain.throttle import ThrottleJournal
+from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
+
+#: Entries of status.conflicts and status.skipped: each can name every partition of a spec of thousands.
+REPORTED_PARTITIONS = 100
+
+
+def parse(status: Mapping[str, Any]) -> PartitionReassignmentStatus:
+    return PartitionReassignmentStatus.model_validate(dict(status))
+
+
+def write(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Status fields (camelCase) as the API model reads and dumps them; the keys given, and only those, are written."""
+    return PartitionReassignmentStatus.model_validate(dict(fields)).model_dump(
+        mode="json", by_alias=True, exclude_unset=True)
+
+
+def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]) -> Memory:
+    typed = parse(status)
+    return Memory(
+        phase=Phase(typed.phase or Phase.PENDING), observed_generation=typed.observed_generation or 0,
+        owned={TopicPartition(m.topic, m.partition): tuple(m.replicas) for m in typed.in_flight},
+        failures={TopicPartition(f.topic, f.partition): KafkaRefusal(code=f.reason, message=f.message)
+                  for f in typed.failures},
+        originals=dict(originals))
+
+
+def claim_of(key: str, created: str, partitions: Collection[TopicPartition], status: Mapping[str, Any]) -> Claim:
+    """What the other PartitionReassignments see of this one: the partitions it wants (its spec's, or its approved
+    proposal's), those it has in flight, whether it is live, and its throttle journal."""
+    typed = parse(status)
+    throttle = ThrottleJournal.from_json(status.get("throttle"))
+    phase = typed.phase or Phase.PENDING
+    return Claim(key=key, created=created, partitions=frozenset(partitions),
+                 in_flight=frozenset(TopicPartition(m.topic, m.partition) for m in typed.in_flight),
+                 # A resource that still holds throttles keeps them "live" for the others, whatever its phase.
+                 live=phase in CLAIMING or not throttle.empty, throttle=throttle)
+
+
+def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"topic": tp.topic, "partition": tp.partition, **render(v)} for tp, v in sorted(values.items())]
+
+
+def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, view: ClusterView, *,
+              recorded_originals: Mapping[TopicPartition, Replicas], owned: Mapping[TopicPartition, Replicas],
+              failures: Mapping[TopicPartition, KafkaRefusal], rollback_name: str | None,
+              now: dt.datetime) -> dict[str, Any]:
+    """The status an execution tick writes (the throttle and leader election fields are the reconciler's)."""
+    old_progress = previous.get("progress") or {}
+    started = parse_rfc3339(old_progress.get("startedAt"))
+    if started is None and (owned or decision.phase is Phase.EXECUTING):
+        started = now
+    status: dict[str, Any] = {
+        "phase": decision.phase.value,
+        "observedGeneration": intent.generation,
+        "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
+        "inFlight": _entries(owned, lambda r: {"replicas": list(r)}),
+        "failures": _entries(failures, lambda f: {"reason": f.code or "Unknown", "message": f.message}),
+        # Reports, not memory: the first REPORTED_PARTITIONS of each; the conditions' message counts them all.
+        "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
+                      for c in decision.conflicts[:REPORTED_PARTITIONS]],
+        "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
+    }
+    if rollback_name:
+        status["rollbackConfigMap"] = rollback_name
+    if decision.classification is not None and decision.targets:
+        # Bytes to move are counted from the placement before kpo started: the rollback ConfigMap's record.
+        originals = {tp: view.partitions[tp].replicas for tp in decision.targets if tp in view.partitions}
+        originals.update(recorded_originals)
+        originals.update(decision.save_originals)
+        counted = progress(decision.targets, originals, decision.classification, list(failures), view)
+        if decision.phase in (Phase.SUCCEEDED, Phase.REVERTED):
+            counted = _all_done(counted)
+        if decision.skipped:
+            # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
+            counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
+        elapsed = (now - started).total_seconds() if started else 0.0
+        status["progress"] = {
+            "total": counted.total, "completed": counted.completed, "inFlight": counted.in_flight,
+            "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
+            "bytesToMove": counted.bytes_to_move,
+            "bytesMoved": counted.bytes_moved, "percent": counted.percent, "summary": counted.summary,
+        }
+        eta = counted.eta_seconds(elapsed)
+        if eta is not None:
+            status["progress"]["etaSeconds"] = eta
+        if started:
+            status["progress"]["startedAt"] = rfc3339(started)
+    elif old_progress:
+        status["progress"] = dict(old_progress)
+    return write(status)
+
+
+def _all_done(counted: Progress) -> Progress:
+    return replace(counted, completed=counted.total - counted.failed, in_flight=0, pending=0,
+                   bytes_moved=counted.bytes_to_move)
+
+
+def throttle_status(journal: ThrottleJournal) -> dict[str, object] | None:
+    """``status.throttle``: what the journal holds (``None``: nothing, and the field is removed)."""
+    if journal.empty:
+        return None
+    data = journal.to_json()
+    return {"rate": data["rate"], "brokers": data["brokers"], "topics": data["topics"]}
+
+
+def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, now: dt.datetime) -> dict[str, Any]:
+    """``status.proposal``: what the user approves, by id."""
+    return {"id": proposal.id, "createdAt": rfc3339(now), "configMap": config_map,
+            "partitions": len(proposal.targets), "replicaMoves": metrics.replicas_to_move,
+            "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes}
+
+
+def summary_status(metrics: PlanMetrics) -> dict[str, Any]:
+    """``status.summary``: what the proposal changes, broker by broker."""
+    before = {b.broker: b for b in metrics.brokers_before}
+    after = {b.broker: b for b in metrics.brokers_after}
+    brokers = [{"id": broker,
+                "bytesBefore": before[broker].bytes if broker in before else 0,
+                "bytesAfter": after[broker].bytes if broker in after else 0,
+                "replicasBefore": before[broker].replicas if broker in before else 0,
+                "replicasAfter": after[broker].replicas if broker in after else 0,
+                "leadersBefore": before[broker].leaders if broker in before else 0,
+                "leadersAfter": after[broker].leaders if broker in after else 0}
+               for broker in sorted(set(before) | set(after))]
+    return {"partitions": metrics.partitions_changed, "replicaMoves": metrics.replicas_to_move,
+            "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes,
+            "lowerBoundBytes": metrics.lower_bound_bytes, "brokers": brokers}

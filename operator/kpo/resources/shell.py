@@ -1,0 +1,342 @@
+"""The one tick shell: how every kind is wired to Kopf, written once.
+
+Each kind describes itself as a :class:`Kind` — its plural, how to parse its spec, when it is at rest, how to
+reconcile one :class:`Tick`, and (for a kind that owns something in Kafka) how to let go of it on deletion — and
+:func:`register` turns that into Kopf handlers with explicit ids (``<kind>_tick``, ``<kind>_delete``,
+``<kind>_claims``). Everything around the kind's own reconcile is the same for all of them, in this order:
+
+1. a resource being deleted is left to the deletion handler; a per-resource lock keeps timer and deletion apart;
+2. the tick is timed and its outcome recorded in the metrics;
+3. the spec goes through the API models and ``clusterRef`` through the operator's configuration: a spec they refuse
+   is Invalid, once per generation (:func:`~kpo.resources.outcomes.invalid_outcome`);
+4. the kind reconciles; a request Kafka refused for want of an ACL ends in Failed/NotAuthorized, any other refusal
+   is retried on Kopf's backoff, a lost connection drops the cached client;
+5. the status is checked against the CRD schema and etcd's size limit before Kopf patches it
+   (:func:`status_refusal`), and the Events are posted.
+
+Every tick runs through the operator's ApiOutage, so while the Kubernetes API is down ticks probe it with backoff
+instead of failing one by one, and a namespace being deleted ends a tick quietly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+import kopf
+from pydantic import ValidationError
+
+from kpo import metrics
+from kpo.api import GROUP, VERSION, kind_named
+from kpo.domain import access
+from kpo.domain.clock import rfc3339, utcnow
+from kpo.domain.conditions import STALLED, Event
+from kpo.domain.model import KafkaRefusal
+from kpo.domain.problems import Problem
+from kpo.k8s.outage import namespace_terminating
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
+from kpo.resources.outcomes import Outcome, RetryLater, invalid_outcome, not_authorized_outcome
+from kpo.runtime import OperatorContext
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+log = logging.getLogger(__name__)
+
+
+class _ClusterSpec(Protocol):
+    @property
+    def cluster_ref(self) -> str | None: ...
+
+
+Spec = TypeVar("Spec", bound=_ClusterSpec)
+
+
+@dataclass(frozen=True)
+class Tick(Generic[Spec]):
+    """What a kind's reconcile gets: the resource, its parsed spec, the Kafka cluster it names, the clock."""
+
+    body: Mapping[str, Any]
+    spec: Spec
+    kafka: KafkaAdmin
+    context: OperatorContext
+    now: datetime
+    #: The kind's own Kopf index (:attr:`Kind.index`), if it declares one.
+    index: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def generation(self) -> int:
+        return int(self.body["metadata"].get("generation") or 1)
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return self.body.get("status") or {}
+
+
+@dataclass(frozen=True)
+class Kind(Generic[Spec]):
+    """One custom resource kind, as the shell needs to know it."""
+
+    name: str  # "PartitionReassignment": the metrics label
+    plural: str
+    parse: Callable[[Mapping[str, Any]], Spec]
+    #: Whether the timer may stop: terminal for its current generation and nothing left to follow (generation, status).
+    at_rest: Callable[[int, Mapping[str, Any]], bool]
+    reconcile: Callable[[Tick[Spec]], Outcome[Any] | None]
+    #: After a request refused for want of an ACL: what else the Failed status must say (e.g. throttles left).
+    refused: Callable[[Tick[Spec], Outcome[Any]], Outcome[Any]] | None = None
+    #: On deletion, let go of what the resource owns in Kafka (a finalizer holds it until this returns) and say what
+    #: was done; ``None``: it owns nothing, so deletion only drops it from the metrics and adds no finalizer.
+    release: Callable[[Tick[Spec]], Sequence[Event]] | None = None
+    #: A Kopf index over every resource of this kind: (handler, what the tick and deletion see as ``Tick.index``).
+    index: Callable[..., dict[str, Any]] | None = None
+
+    @property
+    def handler_prefix(self) -> str:
+        return self.name.lower()
+
+
+# ----------------------------------------------------------------------------------------------- the status write
+
+#: What one object may take in etcd (its default --max-request-bytes is 1.5 MiB), less room for the request's framing.
+OBJECT_BUDGET_BYTES = 1_500_000
+#: The Event reason, and condition reason, for a status the API server would refuse.
+STATUS_REFUSED = "StatusRefused"
+#: Characters of each condition message kept in the fallback status.
+FALLBACK_MESSAGE_CHARS = 1024
+
+
+def status_refusal(body: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
+    """Why the API server would refuse ``status`` as a merge patch of ``body``'s status, or None if it would not.
+
+    Kopf applies the patch after the handler returns; a refused patch raises inside Kopf's timer loop, which ends
+    the timer, so the resource would never be reconciled again and nobody would be told. Two refusals are checked
+    beforehand: what the CRD schema refuses (the status models are the schema's source, so validating the merged
+    status with them gives the server's answer: a message over 32 KiB, a value out of range) and an object that
+    would not fit one etcd write.
+    """
+    merged = {k: v for k, v in {**(body.get("status") or {}), **status}.items() if v is not None}
+    try:
+        kind_named(str(body.get("kind"))).status.model_validate_json(json.dumps(merged))
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = "; ".join(f"status.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:3])
+        return f"the status fails the CRD schema ({len(errors)} error(s)): {first}"
+    except KeyError:
+        pass  # not a kpo kind (tests' bodies): nothing to check against
+    size = len(json.dumps({**body, "status": merged}, separators=(",", ":")))
+    if size > OBJECT_BUDGET_BYTES:
+        return (f"the object with this status would take {size} bytes, over the {OBJECT_BUDGET_BYTES} an etcd write "
+                "takes; make the spec smaller (fewer partitions) or split it into several resources")
+    return None
+
+
+def fallback_status(status: Mapping[str, Any], refusal: str) -> dict[str, Any]:
+    """The part of a refused status that is always small and valid: the phase, the generation and the conditions
+    (messages clipped), plus a Stalled condition saying what was refused."""
+    conditions = [{**c, "message": str(c.get("message", ""))[:FALLBACK_MESSAGE_CHARS]}
+                  for c in status.get("conditions") or [] if c.get("type") != STALLED]
+    stalled = {"type": STALLED, "status": "True", "reason": STATUS_REFUSED,
+               "message": f"kpo could not write its full status: {refusal}"[:FALLBACK_MESSAGE_CHARS],
+               "lastTransitionTime": rfc3339(utcnow())}
+    if "observedGeneration" in status:
+        stalled["observedGeneration"] = status["observedGeneration"]
+    kept = {k: status[k] for k in ("phase", "observedGeneration") if k in status}
+    return {**kept, "conditions": [*conditions, stalled]}
+
+
+def post_outcome(body: kopf.Body, patch: kopf.Patch, outcome: Outcome[Any] | None) -> None:
+    """Write a tick's status (Kopf patches it through the status subresource) and post its Events; None: nothing.
+
+    A status the API server would refuse is replaced by its small, valid part and a ``StatusRefused`` Stalled
+    condition and Warning Event (see :func:`status_refusal`), so the tick always ends in a visible status.
+    """
+    if outcome is None:
+        return
+    status: Mapping[str, Any] = outcome.status
+    events = list(outcome.events)
+    refusal = status_refusal(body, status)
+    if refusal is not None:
+        meta = body.get("metadata") or {}
+        log.warning("%s/%s: %s", meta.get("namespace"), meta.get("name"), refusal)
+        status = fallback_status(status, refusal)
+        events.append(Event("Warning", STATUS_REFUSED, f"kpo could not write its full status: {refusal}"))
+    patch.status.update(status)
+    for event in events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+# ---------------------------------------------------------------------------------------------- spec and cluster
+
+
+def spec_problems(error: ValidationError) -> list[Problem]:
+    """What the API models refused in a spec (the CRD schema should have refused it first), one Problem a field."""
+    return [Problem("spec." + ".".join(str(p) for p in e["loc"]), "InvalidSpec", e["msg"]) for e in error.errors()]
+
+
+def parse_and_connect(spec: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], Spec],
+                      kafka_of: Callable[[str | None], KafkaAdmin], refuse: Callable[[list[Problem]], None], *,
+                      refuse_unknown_cluster: bool = True) -> tuple[Spec, KafkaAdmin] | None:
+    """A tick's first two steps: the spec as the API models read it, and the Kafka cluster it names.
+
+    A spec the models reject, or a ``clusterRef`` the operator's configuration does not know, goes to ``refuse`` with
+    every problem named and the tick ends there (``None``). ``refuse_unknown_cluster=False`` ends it silently: a spec
+    already accepted for its generation is not made Invalid after the fact by an operator restarted without that
+    cluster.
+    """
+    try:
+        parsed = parse(spec)
+    except ValidationError as exc:
+        refuse(spec_problems(exc))
+        return None
+    try:
+        kafka = kafka_of(parsed.cluster_ref)
+    except KeyError as exc:
+        if refuse_unknown_cluster:
+            refuse([Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))])
+        else:
+            log.warning("%s: %s; the resource is left as it is", spec.get("clusterRef"), exc.args[0])
+        return None
+    return parsed, kafka
+
+
+@dataclass
+class Refused:
+    """What :func:`kafka_refusals_retried` caught for want of an ACL, if anything."""
+
+    refusal: KafkaRefusal | None = None
+
+
+@contextmanager
+def kafka_refusals_retried(logger: Logger) -> Iterator[Refused]:
+    """A request Kafka refused (a broker that is not ready) ends the tick and is retried on Kopf's backoff. One
+    refused for want of an ACL is kept in the yielded :class:`Refused` instead: retrying cannot help until someone
+    grants the ACL."""
+    refused = Refused()
+    try:
+        yield refused
+    except KafkaRequestRefused as exc:
+        if access.is_authorization(exc.refusal.code):
+            logger.warning("Kafka did not authorize a request: %s", exc)
+            refused.refusal = exc.refusal
+            return
+        logger.warning("Kafka refused a request: %s", exc)
+        raise kopf.TemporaryError(f"Kafka refused: {exc}", delay=10) from exc
+
+
+# --------------------------------------------------------------------------------------------------- the handlers
+
+
+def _context(memo: Any) -> OperatorContext:
+    context = memo["context"]
+    assert isinstance(context, OperatorContext)
+    return context
+
+
+def _index(kind: Kind[Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = kwargs.get(f"{kind.handler_prefix}_claims") if kind.index is not None else None
+    return found if found is not None else {}
+
+
+def tick(kind: Kind[Spec], *, body: kopf.Body, patch: kopf.Patch, uid: str, memo: Any, logger: Logger,
+         **kwargs: Any) -> None:
+    """One timer tick of ``kind`` (see the module docstring for the order of its steps)."""
+    meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return
+    context = _context(memo)
+    generation = int(meta.get("generation") or 1)
+    now = utcnow()
+
+    def run() -> None:
+        with context.resource_lock(uid), metrics.reconcile(kind.name, uid, status=status, patch=patch,
+                                                           cluster=context.cluster_name(spec.get("clusterRef"))
+                                                           ) as tick_metrics:
+            inputs = parse_and_connect(
+                spec, kind.parse, context.kafka,
+                lambda problems: post_outcome(body, patch, invalid_outcome(status, generation, problems, now)),
+                refuse_unknown_cluster=status.get("observedGeneration") != generation)
+            if inputs is None:
+                return
+            parsed, kafka = inputs
+            current = Tick(body=body, spec=parsed, kafka=kafka, context=context, now=now, index=_index(kind, kwargs))
+            outcome: Outcome[Any] | None = None
+            with kafka_refusals_retried(logger) as refused:
+                try:
+                    outcome = kind.reconcile(current)
+                except RetryLater as exc:
+                    raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
+            if refused.refusal is not None:
+                outcome = not_authorized_outcome(status, generation, refused.refusal, now)
+                if outcome is not None and kind.refused is not None:
+                    outcome = kind.refused(current, outcome)
+            tick_metrics.settle(outcome.originals if outcome else {}, events=outcome.events if outcome else ())
+            if outcome is not None and outcome.lost_kafka:
+                context.forget_kafka(parsed.cluster_ref)
+            post_outcome(body, patch, outcome)
+
+    try:
+        context.api_outage.run(run)
+    except Exception as exc:
+        if not namespace_terminating(exc):
+            raise
+        logger.info("its namespace is being deleted; the tick writes nothing more")
+
+
+def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: Any) -> None:
+    """Deletion: drop the resource from the metrics and, for a kind that owns something in Kafka, let go of it."""
+    metrics.forget(uid)
+    if kind.release is None:
+        return
+    context = _context(memo)
+    with context.resource_lock(uid):
+        try:
+            parsed = kind.parse(body.get("spec") or {})
+            kafka = context.kafka(parsed.cluster_ref)
+        except (ValidationError, KeyError):
+            return  # nothing can have been started for a spec that never parsed or a cluster that is not configured
+        try:
+            events = kind.release(Tick(body=body, spec=parsed, kafka=kafka, context=context, now=utcnow(),
+                                       index=_index(kind, kwargs)))
+        except RetryLater as exc:
+            if exc.lost_kafka:
+                context.forget_kafka(parsed.cluster_ref)
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
+    for event in events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
+    """The Kopf handlers of ``kind``: its index (if any), its timer, its deletion handler."""
+    prefix = kind.handler_prefix
+
+    def polls(*, meta: kopf.Meta, status: kopf.Status, **_: Any) -> bool:
+        return not kind.at_rest(int(meta.get("generation") or 1), status)
+
+    def on_tick(**kwargs: Any) -> None:
+        tick(kind, **kwargs)
+
+    def on_delete(**kwargs: Any) -> None:
+        delete(kind, **kwargs)
+
+    if kind.index is not None:
+        kopf.index(GROUP, VERSION, kind.plural, id=f"{prefix}_claims", registry=registry)(kind.index)
+    kopf.timer(GROUP, VERSION, kind.plural, id=f"{prefix}_tick", interval=poll_interval_seconds,
+               backoff=max(5.0, 3 * poll_interval_seconds), when=polls, registry=registry)(on_tick)
+    kopf.on.delete(GROUP, VERSION, kind.plural, id=f"{prefix}_delete", optional=kind.release is None,
+                   registry=registry)(on_delete)
