@@ -22,6 +22,7 @@ from kpo.resources.preferred_leader_election.lifecycle import (
     Election,
     Intent,
     Memory,
+    Need,
     Observation,
     Phase,
     Reassignment,
@@ -93,7 +94,7 @@ def test_every_phase_has_a_transition_map() -> None:
 
 def test_pending_asks_for_the_cluster_before_deciding_a_run() -> None:
     d = decide(intent(), Memory(), observe(view=None))
-    assert d.needs_cluster and not d.idle and d.election is None and not d.events
+    assert d.needs == {Need.CLUSTER} and not d.idle and d.election is None and not d.events
 
 
 def test_pending_to_electing_names_exactly_the_selected_partitions() -> None:

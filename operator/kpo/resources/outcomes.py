@@ -17,9 +17,9 @@ Nothing here knows Kopf; :mod:`kpo.resources.shell` posts what these return.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from kpo.domain import access
 from kpo.domain import conditions as cond
@@ -32,6 +32,37 @@ KAFKA_UNAVAILABLE = "KafkaUnavailable"
 INVALID = "Invalid"
 
 Decided = TypeVar("Decided")
+Seen = TypeVar("Seen")
+
+
+class AsksForMore(Protocol):
+    """A decision that may ask for more observation before it can be made (each kind has its own ``Need`` enum)."""
+
+    @property
+    def needs(self) -> frozenset[Any]: ...
+
+
+Asking = TypeVar("Asking", bound=AsksForMore)
+
+
+def decide_observing(decide: Callable[[Seen], Asking], observed: Seen,
+                     observe: Mapping[Any, Callable[[Seen], Seen]]) -> Asking:
+    """The one way a life cycle asks for more observation: ``decide`` on what has been observed; while the decision
+    names ``needs``, observe each of them once (cheapest first is the life cycle's order) and decide again.
+
+    Each need is observed at most once, so this ends; a decision still needing something it has been given is a bug
+    in the life cycle and fails loudly.
+    """
+    decision = decide(observed)
+    given: set[Any] = set()
+    while decision.needs:
+        wanted = [need for need in decision.needs if need not in given]
+        assert wanted, f"still needs {set(decision.needs)} after observing it"
+        for need in wanted:
+            observed = observe[need](observed)
+            given.add(need)
+        decision = decide(observed)
+    return decision
 
 
 @dataclass

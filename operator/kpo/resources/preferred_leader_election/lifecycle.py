@@ -84,6 +84,13 @@ from kpo.domain.problems import Problem, summarize
 Phase = ElectionPhase
 
 
+class Need(StrEnum):
+    """What a decision needs observed before it can be made, cheapest first."""
+
+    REASSIGNMENT = "reassignment"  # one Kubernetes read
+    CLUSTER = "cluster"  # topic names and DescribeTopics of the selected topics
+
+
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID})
 
 TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
@@ -248,8 +255,8 @@ class Decision:
     events: tuple[Event, ...] = ()
     # Nothing to do or to write this tick (a terminal phase, or a schedule whose time has not come).
     idle: bool = False
-    # A run is due: observe the cluster and decide again.
-    needs_cluster: bool = False
+    # Observe these and decide again: the PartitionReassignment named in ``after``, then (a run is due) the cluster.
+    needs: frozenset[Need] = frozenset()
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
@@ -269,10 +276,12 @@ def decide(intent: Intent, memory: Memory, observed: Observation) -> Decision:
         return idle
     if phase is Phase.SCHEDULED and memory.next_run_at is not None and observed.now < memory.next_run_at:
         return idle
+    if intent.after is not None and observed.after is None:
+        return _with(idle, idle=False, needs=frozenset({Need.REASSIGNMENT}))
     decision = _after_gate(intent, observed)
     if decision is None:
         if observed.cluster is None:
-            return _with(idle, idle=False, needs_cluster=True)
+            return _with(idle, idle=False, needs=frozenset({Need.CLUSTER}))
         decision = _select(intent, observed.cluster, observed.now)
     decision = _with(decision, runs=memory.runs, next_run_at=decision.next_run_at or keep_next)
     _check(phase, decision.phase)

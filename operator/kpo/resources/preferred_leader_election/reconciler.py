@@ -18,11 +18,12 @@ from typing import Any
 from kpo.domain.clock import utcnow
 from kpo.domain.model import ClusterView
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.outcomes import Outcome, unavailable_outcome, unchanged
+from kpo.resources.outcomes import Outcome, decide_observing, unavailable_outcome, unchanged
 from kpo.resources.preferred_leader_election.lifecycle import (
     Decision,
     Intent,
     Memory,
+    Need,
     Observation,
     Reassignment,
     Run,
@@ -59,18 +60,16 @@ def tick(
     ``resource`` ("namespace/name") only labels the log lines.
     """
     now = clock()
-    observed = Observation(now=now)
-    decision = decide(intent, memory, observed)
-    if decision.idle:
-        return None
-    if intent.after is not None:
-        observed = replace(observed, after=read_after(intent.after))
-        decision = decide(intent, memory, observed)
+    after = intent.after
     try:
-        if decision.needs_cluster:
-            decision = decide(intent, memory, replace(observed, cluster=observe(kafka, intent.selection)))
+        decision = decide_observing(
+            lambda seen: decide(intent, memory, seen), Observation(now=now),
+            {Need.REASSIGNMENT: lambda seen: replace(seen, after=read_after(after) if after is not None else None),
+             Need.CLUSTER: lambda seen: replace(seen, cluster=observe(kafka, intent.selection))})
     except KafkaUnavailable as exc:
         return unavailable_outcome(status, str(exc), now, exc.reason)
+    if decision.idle:
+        return None
     if decision.election is not None:
         decision = finish(intent, memory, decision, _elect(kafka, decision, clock, resource))
     new_status = status_of(status, intent, decision, now)

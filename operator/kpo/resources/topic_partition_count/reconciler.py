@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from kpo.domain.model import KafkaRefusal
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.outcomes import Outcome, unavailable_outcome, unchanged
+from kpo.resources.outcomes import Outcome, decide_observing, unavailable_outcome, unchanged
 from kpo.resources.topic_partition_count.lifecycle import (
     TERMINAL,
     BrokerLoad,
@@ -65,21 +66,13 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
     if memory.phase in TERMINAL and intent.generation == memory.observed_generation:
         return None
     try:
-        observed = observe(kafka, intent.topic)
-        decision = decide(intent, memory, observed)
-        for _ in Need:  # each need is observed at most once, so this ends after at most len(Need) rounds
-            if not decision.needs:
-                break
-            if Need.KEY_SAMPLE in decision.needs:
-                try:
-                    observed = replace(observed, sample=_sample(kafka, intent, observed, resource))
-                except KafkaRequestRefused as exc:
-                    decision = sample_refused(intent, memory, exc.refusal)
-                    break
-            if Need.BROKER_LOAD in decision.needs:
-                observed = replace(observed, load=broker_load(kafka))
-            decision = decide(intent, memory, observed)
-        assert not decision.needs, f"still needs {set(decision.needs)} after observing it"
+        try:
+            decision = decide_observing(
+                lambda seen: decide(intent, memory, seen), observe(kafka, intent.topic),
+                {Need.KEY_SAMPLE: lambda seen: replace(seen, sample=_sample(kafka, intent, seen, resource)),
+                 Need.BROKER_LOAD: lambda seen: replace(seen, load=broker_load(kafka))})
+        except _SampleRefused as exc:
+            decision = sample_refused(intent, memory, exc.refusal)
         if decision.grow is not None:
             decision = _grow(kafka, memory, decision, resource)
     except KafkaUnavailable as exc:
@@ -90,10 +83,20 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
     return Outcome(status=new_status, events=list(decision.events), decision=decision)
 
 
+class _SampleRefused(Exception):  # noqa: N818 - a refusal, carried out of the observation
+    def __init__(self, refusal: KafkaRefusal) -> None:
+        super().__init__(str(refusal))
+        self.refusal = refusal
+
+
 def _sample(kafka: KafkaAdmin, intent: Intent, observed: Observation, resource: str) -> KeySample:
     current = len(observed.topic or {})
     log.info("%s: sampling up to %d keys of %s", resource, intent.sample_messages, intent.topic)
-    return KeySample(kafka.sample_key_partitions(intent.topic, intent.sample_messages, (current, intent.partitions)))
+    try:
+        counts = kafka.sample_key_partitions(intent.topic, intent.sample_messages, (current, intent.partitions))
+    except KafkaRequestRefused as exc:
+        raise _SampleRefused(exc.refusal) from exc
+    return KeySample(counts)
 
 
 def _grow(kafka: KafkaAdmin, memory: Memory, decision: Decision, resource: str) -> Decision:
