@@ -10,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import generate_latest
 
 from kpo import metrics
+from kpo.api import Progress
 from kpo.domain.conditions import Event
 from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
@@ -93,7 +94,7 @@ def test_throttled_brokers_come_from_the_status_throttle_journal() -> None:
     tick("b", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [2, 3]}})
     assert sample("kpo_throttles_active", cluster="default") == 3
     assert sample("kpo_throttled_resources", cluster="default") == 2
-    tick("c", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [], "topics": {"t": {}}}})
+    tick("c", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [], "topics": [{"topic": "t", "leader": ["0:1"], "follower": []}]}})
     assert sample("kpo_throttled_resources", cluster="default") == 3  # replica throttles only: still in place
     assert sample("kpo_throttles_active", cluster="default") == 3
     tick("c", {}, {"phase": "Succeeded", "throttle": None})
@@ -122,7 +123,12 @@ def test_throttled_brokers_count_once_per_cluster() -> None:
     (800, 100, 100),  # a new run (changed spec, revert) counts again from zero
 ])
 def test_bytes_moved_count_what_each_tick_added(before: int, after: int, moved: int) -> None:
-    assert metrics.bytes_moved_delta({"progress": {"bytesMoved": before}}, {"progress": {"bytesMoved": after}}) == moved
+    assert metrics.bytes_moved_delta(Progress(bytes_moved=before), Progress(bytes_moved=after)) == moved
+
+
+def test_no_progress_yet_counts_from_zero() -> None:
+    assert metrics.bytes_moved_delta(None, Progress(bytes_moved=700)) == 700
+    assert metrics.bytes_moved_delta(Progress(bytes_moved=700), None) == 0
 
 
 def test_bytes_moved_counter_grows_by_the_status_delta() -> None:

@@ -36,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kpo.api import InFlightMove, PartitionReassignmentStatus, Progress, StatusBase, kind_named
 from kpo.domain.conditions import Event
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
@@ -191,25 +192,28 @@ def brokers_touched(target: Replicas, original: Replicas | None) -> frozenset[in
     return frozenset(target) ^ frozenset(original)
 
 
-def broker_moves(in_flight: Iterable[Mapping[str, Any]], originals: Mapping[TopicPartition, Replicas]
-                 ) -> dict[int, int]:
+def broker_moves(in_flight: Iterable[InFlightMove], originals: Mapping[TopicPartition, Replicas]) -> dict[int, int]:
     """Per broker, the moves in flight (status ``inFlight`` entries) that touch it."""
     tally: Tally[int] = Tally()
-    for entry in in_flight:
-        tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
-        tally.update(brokers_touched(tuple(int(r) for r in entry.get("replicas") or ()), originals.get(tp)))
+    for move in in_flight:
+        tally.update(brokers_touched(tuple(move.replicas), originals.get(TopicPartition(move.topic, move.partition))))
     return dict(tally)
 
 
-def bytes_moved_delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> int:
+def bytes_moved_delta(before: Progress | None, after: Progress | None) -> int:
     """Bytes copied between two statuses of one resource.
 
     ``progress.bytesMoved`` counts up within one run; a new run (changed spec, a revert) starts again from zero, so a
     drop means everything in ``after`` is new.
     """
-    old = int(((before.get("progress") or {}).get("bytesMoved")) or 0)
-    new = int(((after.get("progress") or {}).get("bytesMoved")) or 0)
+    old = before.bytes_moved if before is not None else 0
+    new = after.bytes_moved if after is not None else 0
     return new - old if new >= old else new
+
+
+def typed_status(kind: str, status: Mapping[str, Any]) -> StatusBase:
+    """A status as its kind's API model reads it (the metrics never pick fields out of a dict by name)."""
+    return kind_named(kind).status.model_validate(dict(status))
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
@@ -270,20 +274,24 @@ class Scope:
         return {**self.before, **written}
 
     def record(self) -> None:
-        after = self.after()
-        phase = str(after.get("phase") or "Pending")
-        if phase != (self.before.get("phase") or "") and (self.patch.get("status") or {}).get("phase"):
+        written = self.patch.get("status") or {}
+        after, before = typed_status(self.kind, self.after()), typed_status(self.kind, self.before)
+        phase = str(getattr(after, "phase", None) or "Pending")
+        if phase != str(getattr(before, "phase", None) or "") and written.get("phase"):
             TRANSITIONS.labels(self.kind, phase).inc()
-        moved = bytes_moved_delta(self.before, after)
-        if moved > 0:
-            BYTES_MOVED.labels(self.kind, self.cluster).inc(moved)
-        in_flight = list(after.get("inFlight") or [])
         previous = STATES.get(self.uid)
         throttled = previous.throttled_brokers if previous is not None else frozenset()
         holds = previous.holds_throttle if previous is not None else False
-        if "throttle" in after:  # the resource's throttle journal (status.throttle): what kpo set, exactly
-            throttled = frozenset(int(b) for b in (after.get("throttle") or {}).get("brokers") or ())
-            holds = bool(after.get("throttle"))
+        in_flight: list[InFlightMove] = []
+        if isinstance(after, PartitionReassignmentStatus) and isinstance(before, PartitionReassignmentStatus):
+            moved = bytes_moved_delta(before.progress, after.progress)
+            if moved > 0:
+                BYTES_MOVED.labels(self.kind, self.cluster).inc(moved)
+            in_flight = after.in_flight
+            if "throttle" in written or after.throttle is not None:
+                # The resource's throttle journal (status.throttle): what kpo set, exactly.
+                throttled = frozenset(after.throttle.brokers) if after.throttle is not None else frozenset()
+                holds = after.throttle is not None
         STATES.put(self.uid, Snapshot(
             kind=self.kind, cluster=self.cluster, phase=phase, moves_in_flight=len(in_flight),
             broker_moves=broker_moves(in_flight, self.originals), throttled_brokers=throttled,
