@@ -1,0 +1,136 @@
+"""Each kind's status.py maps both ways through the API status model: what a decision writes is what the CRD schema
+accepts, and reading it back gives the life cycle exactly the memory it needs for the next tick."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kpo.api import PartitionReassignmentStatus, PreferredLeaderElectionStatus, TopicPartitionCountStatus
+from kpo.domain.keyremap import remap_report
+from kpo.domain.model import Broker, ClusterView, KafkaRefusal, PartitionState, TopicPartition
+from kpo.domain.reassignment import Target
+from kpo.resources.partition_reassignment import lifecycle as pr
+from kpo.resources.partition_reassignment import status as pr_status
+from kpo.resources.preferred_leader_election import lifecycle as ple
+from kpo.resources.preferred_leader_election import status as ple_status
+from kpo.resources.topic_partition_count import lifecycle as tpc
+from kpo.resources.topic_partition_count import status as tpc_status
+
+NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+P0, P1, P2 = (TopicPartition("orders", p) for p in range(3))
+
+
+def read_back(model: Any, status: dict[str, Any]) -> dict[str, Any]:
+    """The status as the API server would store it and kpo read it on the next tick."""
+    dumped: dict[str, Any] = model.model_validate(status).model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return dumped
+
+
+# ------------------------------------------------------------------------------------------ PartitionReassignment
+
+
+def executing() -> tuple[pr.Intent, pr.Decision, ClusterView]:
+    view = ClusterView(brokers={b: Broker(b) for b in (1, 2, 3, 4)},
+                       partitions={tp: PartitionState((1, 2, 3), 1, (1, 2, 3)) for tp in (P0, P1, P2)},
+                       topics=frozenset({"orders"}), min_insync={"orders": 1})
+    intent = pr.Intent(generation=4, targets={tp: Target((2, 3, 4)) for tp in (P0, P1, P2)})
+    decision = pr.decide(intent, pr.Memory(), pr.Observation(view))
+    assert decision.phase is pr.Phase.EXECUTING and decision.submit
+    return intent, decision, view
+
+
+def test_a_reassignment_remembers_its_moves_and_refusals_through_its_status() -> None:
+    intent, decision, view = executing()
+    owned = {P0: (2, 3, 4), P1: (2, 3, 4)}
+    failures = {P2: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "broker 4 has no log dir")}
+    written = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned=owned, failures=failures,
+                                  rollback_name="move-rollback", now=NOW)
+    assert read_back(PartitionReassignmentStatus, written) == written
+    originals = {tp: (1, 2, 3) for tp in (P0, P1, P2)}
+    memory = pr_status.memory_of(written, originals)
+    assert memory == pr.Memory(phase=pr.Phase.EXECUTING, observed_generation=4, owned=owned, failures=failures,
+                               originals=originals)
+    assert written["progress"]["startedAt"] == "2026-03-01T09:30:00Z" and written["progress"]["total"] == 3
+
+
+def test_the_start_time_survives_the_ticks_that_follow() -> None:
+    intent, decision, view = executing()
+    first = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned={P0: (2, 3, 4)},
+                                failures={}, rollback_name=None, now=NOW)
+    later = pr_status.status_of(first, intent, decision, view, recorded_originals={}, owned={P0: (2, 3, 4)},
+                                failures={}, rollback_name=None, now=NOW + timedelta(minutes=5))
+    assert later["progress"]["startedAt"] == first["progress"]["startedAt"]
+    ready = next(c for c in later["conditions"] if c["type"] == "Ready")
+    assert ready["lastTransitionTime"] == "2026-03-01T09:30:00Z", "unchanged conditions keep their time"
+
+
+def test_a_reassignment_claims_what_it_wants_and_holds_and_its_throttle_keeps_it_live() -> None:
+    intent, decision, view = executing()
+    written = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned={P0: (2, 3, 4)},
+                                  failures={}, rollback_name=None, now=NOW)
+    claim = pr_status.claim_of("ns/move", "2026-03-01T09:00:00Z", [P0, P1, P2], written)
+    assert claim.live and claim.partitions == {P0, P1, P2} and claim.in_flight == {P0}
+    done = {**written, "phase": "Succeeded", "inFlight": []}
+    assert not pr_status.claim_of("ns/move", "", [P0], done).live
+    throttled = {**done, "throttle": {"rate": 1000, "brokers": [4], "topics": []}}
+    assert pr_status.claim_of("ns/move", "", [P0], throttled).live
+
+
+def test_an_empty_status_is_a_fresh_resource() -> None:
+    assert pr_status.memory_of({}, {}) == pr.Memory()
+
+
+# -------------------------------------------------------------------------------------------- TopicPartitionCount
+
+
+@pytest.mark.parametrize(("decision", "requested"), [
+    (tpc.Decision(tpc.Phase.GROWING, "Growing", "6 -> 12", current=6, report=remap_report(6, 12)), 12),
+    (tpc.Decision(tpc.Phase.SUCCEEDED, "Succeeded", "12 partitions", current=12, report=remap_report(6, 12)), None),
+    (tpc.Decision(tpc.Phase.INVALID, "Decrease", "12 -> 6 cannot be done"), None),
+])
+def test_a_partition_count_remembers_its_phase_and_the_count_it_asked_for(decision: tpc.Decision,
+                                                                          requested: int | None) -> None:
+    intent = tpc.Intent(generation=2, topic="orders", partitions=12)
+    written = tpc_status.status_of({}, intent, decision, NOW)
+    assert read_back(TopicPartitionCountStatus, written) == written
+    assert tpc_status.memory_of(written) == tpc.Memory(phase=decision.phase, observed_generation=2,
+                                                       reason=decision.reason, requested=requested)
+
+
+def test_the_key_remap_report_reads_back_exactly() -> None:
+    sample = tpc.KeySample({(False,): 30, (True,): 70})
+    decision = tpc.Decision(tpc.Phase.GROWING, "Growing", "6 -> 12", current=6, report=remap_report(6, 12),
+                            sample=sample)
+    written = tpc_status.status_of({}, tpc.Intent(generation=1, topic="orders", partitions=12), decision, NOW)
+    remap = written["keyRemap"]
+    assert remap["movedKeySpace"] == "1/2" and remap["sampledMessages"] == 100 and remap["sampledMovedFraction"] == "0.7"
+    assert TopicPartitionCountStatus.model_validate(written).key_remap is not None
+
+
+# ---------------------------------------------------------------------------------------- PreferredLeaderElection
+
+
+def test_an_election_remembers_its_runs_and_next_run_through_its_status() -> None:
+    run = ple.Run(started_at=NOW, finished_at=NOW + timedelta(seconds=2), selected=3, elected=(P0,),
+                  already_preferred=1, failures={P2: KafkaRefusal("PREFERRED_LEADER_NOT_AVAILABLE", "down")})
+    decision = ple.Decision(ple.Phase.SCHEDULED, "Elected", "elected 1", run=run, runs=3,
+                            next_run_at=NOW + timedelta(hours=1))
+    intent = ple.Intent(generation=5, selection=ple.Selection(ple.SelectionKind.ALL), interval=timedelta(hours=1))
+    written = ple_status.status_of({}, intent, decision, NOW)
+    assert read_back(PreferredLeaderElectionStatus, written) == written
+    assert written["nextRunAt"] == "2026-03-01T10:30:00Z"
+    assert written["lastRun"]["failures"] == [{"topic": "orders", "partition": 2,
+                                               "reason": "PREFERRED_LEADER_NOT_AVAILABLE", "message": "down"}]
+    assert ple_status.memory_of(written) == ple.Memory(phase=ple.Phase.SCHEDULED, observed_generation=5,
+                                                       reason="Elected", runs=3, next_run_at=NOW + timedelta(hours=1))
+
+
+def test_a_one_off_election_removes_the_next_run() -> None:
+    decision = ple.Decision(ple.Phase.SUCCEEDED, "Elected", "elected 0", runs=1)
+    intent = ple.Intent(generation=1, selection=ple.Selection(ple.SelectionKind.ALL))
+    written = ple_status.status_of({"nextRunAt": "2026-03-01T10:30:00Z"}, intent, decision, NOW)
+    assert "nextRunAt" in written and written["nextRunAt"] is None, "None removes the field (JSON merge patch)"
+    assert ple_status.memory_of({k: v for k, v in written.items() if v is not None}).next_run_at is None
