@@ -94,7 +94,8 @@ def test_throttled_brokers_come_from_the_status_throttle_journal() -> None:
     tick("b", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [2, 3]}})
     assert sample("kpo_throttles_active", cluster="default") == 3
     assert sample("kpo_throttled_resources", cluster="default") == 2
-    tick("c", {}, {"phase": "Executing", "throttle": {"rate": 1000, "brokers": [], "topics": [{"topic": "t", "leader": ["0:1"], "follower": []}]}})
+    replicas_only = {"rate": 1000, "brokers": [], "topics": [{"topic": "t", "leader": ["0:1"], "follower": []}]}
+    tick("c", {}, {"phase": "Executing", "throttle": replicas_only})
     assert sample("kpo_throttled_resources", cluster="default") == 3  # replica throttles only: still in place
     assert sample("kpo_throttles_active", cluster="default") == 3
     tick("c", {}, {"phase": "Succeeded", "throttle": None})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -14,7 +15,7 @@ from kpo.domain.clock import parse_rfc3339, rfc3339, utcnow
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
-from kpo.resources.outcomes import invalid_outcome, not_authorized_outcome, unavailable_outcome
+from kpo.resources.outcomes import decide_observing, invalid_outcome, not_authorized_outcome, unavailable_outcome
 from kpo.resources.shell import kafka_refusals_retried, parse_and_connect
 from kpo.resources.topic_partition_count.spec import parse_spec
 
@@ -117,3 +118,34 @@ def test_the_timestamps_are_rfc3339_utc_in_whole_seconds_and_read_back() -> None
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp), stamp
     assert parse_rfc3339(stamp) == now
     assert parse_rfc3339(None) is None and parse_rfc3339("not a time") is None
+
+
+# One way to ask for more observation.
+
+
+@dataclass(frozen=True)
+class Asked:
+    needs: frozenset[str]
+    seen: tuple[str, ...]
+
+
+def test_each_need_is_observed_once_then_decided_again() -> None:
+    observed: list[str] = []
+
+    def observer(name: str) -> Any:
+        def observe(seen: tuple[str, ...]) -> tuple[str, ...]:
+            observed.append(name)
+            return (*seen, name)
+        return observe
+
+    def decide(seen: tuple[str, ...]) -> Asked:
+        wanted = ["cheap"] if not seen else ["costly"] if seen == ("cheap",) else []
+        return Asked(frozenset(wanted), seen)
+
+    decision = decide_observing(decide, (), {"cheap": observer("cheap"), "costly": observer("costly")})
+    assert decision == Asked(frozenset(), ("cheap", "costly")) and observed == ["cheap", "costly"]
+
+
+def test_a_decision_that_keeps_asking_for_what_it_was_given_fails_loudly() -> None:
+    with pytest.raises(AssertionError, match="still needs"):
+        decide_observing(lambda seen: Asked(frozenset({"x"}), seen), (), {"x": lambda seen: seen})

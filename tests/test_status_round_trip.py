@@ -106,7 +106,8 @@ def test_the_key_remap_report_reads_back_exactly() -> None:
                             sample=sample)
     written = tpc_status.status_of({}, tpc.Intent(generation=1, topic="orders", partitions=12), decision, NOW)
     remap = written["keyRemap"]
-    assert remap["movedKeySpace"] == "1/2" and remap["sampledMessages"] == 100 and remap["sampledMovedFraction"] == "0.7"
+    assert remap["movedKeySpace"] == "1/2" and remap["sampledMessages"] == 100
+    assert remap["sampledMovedFraction"] == "0.7"
     assert TopicPartitionCountStatus.model_validate(written).key_remap is not None
 
 

@@ -1,0 +1,290 @@
+"""The order in which one PartitionReassignment tick acts, on a recording fake of the KafkaAdmin Protocol.
+
+Every step of a tick must be safe to interrupt (the operator can be killed between any two calls), so the order is
+the contract: original replicas on record before any move is sent, the throttle journaled and applied before the moves
+it governs, cancellations before submissions, leaders elected before success is reported, throttles taken back only
+once no move of the resource runs. Also: where a planned resource's tick goes (:func:`planning.route`) and what
+deleting a resource lets go of (:func:`reconciler.release`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from kpo.domain.model import (
+    Broker,
+    KafkaRefusal,
+    LogDirReport,
+    OngoingReassignment,
+    PartitionState,
+    Replicas,
+    TopicPartition,
+)
+from kpo.domain.reassignment import Target
+from kpo.domain.throttle import ConfigChange, ThrottleJournal
+from kpo.kafka.admin import KafkaUnavailable
+from kpo.resources.outcomes import Outcome, RetryLater
+from kpo.resources.partition_reassignment import reconciler
+from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
+from kpo.resources.partition_reassignment.planning import Route, Step, route
+
+NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+class Recording:
+    """A cluster of four brokers that records every call, Kafka's and the ports', in one log."""
+
+    def __init__(self, replicas: dict[TopicPartition, Replicas],
+                 moving: dict[TopicPartition, Replicas] | None = None) -> None:
+        self.replicas = dict(replicas)
+        self.moving = dict(moving or {})
+        self.journal = ThrottleJournal()
+        self.log: list[str] = []
+        self.down = False
+
+    def _call(self, entry: str) -> None:
+        if self.down:
+            raise KafkaUnavailable("the connection to Kafka broke")
+        self.log.append(entry)
+
+    # Reads.
+    def brokers(self) -> dict[int, Broker]:
+        self._call("brokers")
+        return {b: Broker(b) for b in (1, 2, 3, 4)}
+
+    def topic_names(self) -> set[str]:
+        self._call("topic_names")
+        return {tp.topic for tp in self.replicas}
+
+    def _listed(self, tp: TopicPartition) -> Replicas:
+        """A partition's replicas as Kafka lists them mid-move: the target's, then those being removed."""
+        target = self.moving[tp]
+        return target + tuple(b for b in self.replicas[tp] if b not in target)
+
+    def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, OngoingReassignment]:
+        self._call("list_reassignments")
+        return {tp: OngoingReassignment(self._listed(tp), tuple(b for b in t if b not in self.replicas[tp]),
+                                        tuple(b for b in self.replicas[tp] if b not in t))
+                for tp, t in self.moving.items() if partitions is None or tp in partitions}
+
+    def describe_topics(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
+        self._call("describe_topics")
+        shown = {tp: self._listed(tp) if tp in self.moving else r for tp, r in self.replicas.items()}
+        return {tp: PartitionState(r, r[0], r) for tp, r in shown.items() if tp.topic in topics}
+
+    def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
+        self._call("log_dirs")
+        return LogDirReport(sizes={(tp, b): 1_000_000 for tp, r in self.replicas.items() for b in r})
+
+    def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
+        self._call("topic_configs")
+        return {}
+
+    def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
+        self._call("broker_configs")
+        return {}
+
+    # Writes.
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None], *,
+                            allow_replication_factor_change: bool = False) -> dict[TopicPartition, KafkaRefusal | None]:
+        cancels = sorted(str(tp) for tp, t in targets.items() if t is None)
+        moves = sorted(str(tp) for tp, t in targets.items() if t is not None)
+        self._call(f"cancel {','.join(cancels)}" if cancels else f"submit {','.join(moves)}")
+        for tp, target in targets.items():
+            if target is None:
+                self.moving.pop(tp, None)
+            else:
+                self.moving[tp] = target
+        return dict.fromkeys(targets)
+
+    def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
+        self._call(f"{changes[0].op.lower()} {changes[0].resource} {changes[0].name}")
+
+    def elect_leaders(self, partitions: Sequence[TopicPartition] | None, unclean: bool = False
+                      ) -> dict[TopicPartition, KafkaRefusal | None]:
+        self._call("elect_leaders")
+        return dict.fromkeys(partitions or [])
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
+                               ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
+        self._call("alter_replica_log_dirs")
+        return dict.fromkeys(moves)
+
+    def finish_moves(self) -> None:
+        self.replicas.update(self.moving)
+        self.moving.clear()
+
+    # The ports.
+    def ports(self) -> reconciler.Ports:
+        def save_originals(found: Mapping[TopicPartition, Replicas]) -> str:
+            self.log.append("save originals")
+            return "move-rollback"
+
+        def save_throttle(journal: ThrottleJournal) -> None:
+            self.log.append("save throttle journal")
+            self.journal = journal
+
+        return reconciler.Ports(
+            kafka=self,  # type: ignore[arg-type]
+            save_originals=save_originals, load_throttle=lambda: self.journal, save_throttle=save_throttle,
+            claimed_by_others=dict, others_throttles=list,
+            schedule=lambda candidates, _view: [c.partition for c in candidates])
+
+    def writes(self) -> list[str]:
+        reads = {"brokers", "topic_names", "list_reassignments", "describe_topics", "log_dirs", "topic_configs",
+                 "broker_configs"}
+        return [entry for entry in self.log if entry not in reads]
+
+
+def tick(cluster: Recording, intent: Intent, memory: Memory, status: dict[str, Any] | None = None
+         ) -> Outcome[Any]:
+    body = {"metadata": {"namespace": "ns", "name": "move"}, "status": status or {}}
+    outcome = reconciler.tick(body=body, intent=intent, memory=memory, ports=cluster.ports(), now=NOW)
+    assert outcome is not None
+    return outcome
+
+
+def moving(targets: dict[TopicPartition, Replicas], generation: int = 1, **flags: Any) -> Intent:
+    return Intent(generation=generation, targets={tp: Target(r) for tp, r in targets.items()}, **flags)
+
+
+# ---------------------------------------------------------------------------------------------------- the order
+
+
+def test_the_first_tick_records_originals_then_journals_and_applies_the_throttle_then_submits() -> None:
+    cluster = Recording({P0: (1, 2, 3), P1: (1, 2, 3)})
+    outcome = tick(cluster, moving({P0: (2, 3, 4), P1: (1, 2, 4)}, throttle=10_000), Memory())
+    writes = cluster.writes()
+    assert writes[0] == "save originals"
+    assert writes[1] == "save throttle journal"
+    assert writes[2:-1] == ["set broker 1", "set broker 2", "set broker 3", "set broker 4", "append topic orders"]
+    assert writes[-1] == "submit orders-0,orders-1"
+    assert outcome.status["phase"] == "Executing" and outcome.status["throttle"]["rate"] == 10_000
+    assert cluster.log.index("list_reassignments") < cluster.log.index("describe_topics"), "see observe()"
+
+
+def test_without_a_throttle_the_originals_still_go_first() -> None:
+    cluster = Recording({P0: (1, 2, 3)})
+    tick(cluster, moving({P0: (2, 3, 4)}), Memory())
+    assert cluster.writes() == ["save originals", "submit orders-0"]
+
+
+def test_a_dropped_partition_is_cancelled_before_a_new_one_is_submitted() -> None:
+    cluster = Recording({P0: (1, 2, 3), P1: (1, 2, 3)}, moving={P0: (2, 3, 4)})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3, 4)}, originals={P0: (1, 2, 3)})
+    outcome = tick(cluster, moving({P1: (1, 2, 4)}, generation=2), memory)
+    writes = cluster.writes()
+    assert writes.index("cancel orders-0") < writes.index("submit orders-1"), writes
+    assert {(e["topic"], e["partition"]) for e in outcome.status["inFlight"]} == {("orders", 1)}
+
+
+def test_leaders_are_elected_before_success_and_the_throttle_is_taken_back_after() -> None:
+    cluster = Recording({P0: (1, 2, 3)})
+    first = tick(cluster, moving({P0: (2, 3, 4)}, throttle=10_000, elect_leaders_after=True), Memory())
+    cluster.finish_moves()
+    cluster.log.clear()
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3, 4)}, originals={P0: (1, 2, 3)})
+    done = tick(cluster, moving({P0: (2, 3, 4)}, throttle=10_000, elect_leaders_after=True), memory, first.status)
+    writes = cluster.writes()
+    assert writes[0] == "elect_leaders"
+    assert writes.index("elect_leaders") < writes.index(next(w for w in writes if w.startswith("delete")))
+    assert writes[-1] == "save throttle journal" and cluster.journal.empty
+    assert done.status["phase"] == "Succeeded" and done.status["throttle"] is None
+    assert [e.reason for e in done.events if e.reason in ("LeadersElected", "ThrottleRemoved")] == \
+        ["LeadersElected", "ThrottleRemoved"]
+
+
+def test_no_throttle_is_taken_back_while_a_move_of_its_own_runs() -> None:
+    cluster = Recording({P0: (1, 2, 3), P1: (1, 2, 3)})
+    first = tick(cluster, moving({P0: (2, 3, 4), P1: (1, 2, 4)}, throttle=10_000), Memory())
+    cluster.replicas[P0] = cluster.moving.pop(P0)  # one of two finished
+    cluster.log.clear()
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3, 4), P1: (1, 2, 4)},
+                    originals={P0: (1, 2, 3), P1: (1, 2, 3)})
+    tick(cluster, moving({P0: (2, 3, 4), P1: (1, 2, 4)}, throttle=10_000), memory, first.status)
+    assert not any(w.startswith("delete") for w in cluster.writes()), cluster.writes()
+
+
+def test_a_connection_lost_while_acting_keeps_what_was_done_and_drops_the_client() -> None:
+    cluster = Recording({P0: (1, 2, 3)})
+    ports = cluster.ports()
+    real_save = ports.save_originals
+
+    def save_then_break(found: Mapping[TopicPartition, Replicas]) -> str:
+        name = real_save(found)
+        cluster.down = True
+        return name
+
+    body: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
+    outcome = reconciler.tick(body=body, intent=moving({P0: (2, 3, 4)}), memory=Memory(),
+                              ports=ports.__class__(**{**ports.__dict__, "save_originals": save_then_break}), now=NOW)
+    assert outcome is not None and outcome.lost_kafka
+    assert outcome.status["rollbackConfigMap"] == "move-rollback" and outcome.status["inFlight"] == []
+    assert [e.reason for e in outcome.events if e.type == "Warning"] == ["KafkaUnavailable"]
+
+
+# --------------------------------------------------------------------------------------- where a planned tick goes
+
+
+@pytest.mark.parametrize(("phase", "generation", "observed", "current", "expected"), [
+    (Phase.PENDING, 1, 0, False, Route(Step.PLAN, Phase.PENDING)),
+    (Phase.PLANNING, 1, 1, False, Route(Step.PLAN, Phase.PLANNING)),
+    (Phase.PROPOSED, 1, 1, True, Route(Step.PLAN, Phase.PROPOSED)),  # the approval is a planning step
+    (Phase.EXECUTING, 1, 1, True, Route(Step.EXECUTE)),
+    (Phase.REVERTING, 2, 2, True, Route(Step.EXECUTE)),
+    (Phase.EXECUTING, 2, 1, False, Route(Step.PLAN, Phase.PENDING)),  # plan changed mid-run: plan again
+    (Phase.SUCCEEDED, 1, 1, True, Route(Step.EXECUTE)),  # throttles may remain to take back
+    (Phase.FAILED, 1, 1, False, Route(Step.IDLE)),
+    (Phase.SUCCEEDED, 2, 1, True, Route(Step.PLAN, Phase.PENDING)),  # a new spec plans from scratch
+])
+def test_a_planned_resource_is_routed_by_phase_generation_and_proposal(phase: Phase, generation: int, observed: int,
+                                                                       current: bool, expected: Route) -> None:
+    assert route(phase, generation, observed, proposal_current=current) == expected
+
+
+# ------------------------------------------------------------------------------------------------------- deletion
+
+
+def holdings(phase: Phase = Phase.EXECUTING, owned: Mapping[TopicPartition, Replicas] | None = None,
+             targets: Mapping[TopicPartition, Replicas] | None = None, journal: ThrottleJournal | None = None,
+             recorded: bool = True) -> reconciler.Holdings:
+    return reconciler.Holdings(phase=phase, owned=dict(owned or {}), targets=dict(targets or {}),
+                               journal=journal or ThrottleJournal(), originals_recorded=recorded)
+
+
+def test_deleting_cancels_its_moves_including_unrecorded_ones_then_removes_its_throttle() -> None:
+    cluster = Recording({P0: (1, 2, 3), P1: (1, 2, 3)}, moving={P0: (2, 3, 4), P1: (1, 2, 4)})
+    journal = ThrottleJournal(rate=1000, brokers=frozenset({4}))
+    events = reconciler.release(holdings(owned={P0: (2, 3, 4)}, targets={P0: (2, 3, 4), P1: (1, 2, 4)},
+                                         journal=journal), cluster.ports())
+    writes = cluster.writes()
+    assert writes[0] == "cancel orders-0,orders-1", "a move a lost status write did not record is cancelled too"
+    assert writes[1:] == ["delete broker 4", "save throttle journal"] and cluster.journal.empty
+    assert [e.reason for e in events] == ["Cancelled"]
+
+
+def test_deleting_leaves_someone_elses_move_of_the_same_partition_alone() -> None:
+    cluster = Recording({P0: (1, 2, 3)}, moving={P0: (3, 2, 1)})
+    assert reconciler.release(holdings(owned={}, targets={P0: (2, 3, 4)}), cluster.ports()) == []
+    assert cluster.writes() == []
+
+
+def test_deleting_what_never_sent_a_move_asks_kafka_nothing() -> None:
+    cluster = Recording({P0: (1, 2, 3)})
+    cluster.down = True  # not even reachable: it does not matter
+    assert reconciler.release(holdings(recorded=False, targets={P0: (2, 3, 4)}), cluster.ports()) == []
+    assert reconciler.release(holdings(phase=Phase.SUCCEEDED), cluster.ports()) == []
+
+
+def test_deleting_waits_while_kafka_cannot_be_reached() -> None:
+    cluster = Recording({P0: (1, 2, 3)}, moving={P0: (2, 3, 4)})
+    cluster.down = True
+    with pytest.raises(RetryLater) as waited:
+        reconciler.release(holdings(owned={P0: (2, 3, 4)}), cluster.ports())
+    assert waited.value.lost_kafka and waited.value.delay == 5
