@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from kafka_fake import FakeCluster
 from kpo.domain.model import (
     Broker,
     ClusterView,
     KafkaRefusal,
-    LogDirReport,
     OngoingReassignment,
     PartitionState,
     Replicas,
@@ -134,73 +134,18 @@ def test_reverting_to_a_smaller_original_needs_no_acknowledgement() -> None:
 # ------------------------------------------------------------------------------------- KIP-860 on the wire (fake)
 
 
-class Cluster:
-    """An in-memory cluster whose moves complete when a scripted call is made: ``finish_on``."""
+class Cluster(FakeCluster):
+    """The fake cluster, whose moves complete when a scripted call is made: ``finish_on``."""
 
     def __init__(self, replicas: dict[TopicPartition, Replicas], moving: dict[TopicPartition, Replicas] | None = None,
                  finish_on: str | None = None) -> None:
-        self.replicas = dict(replicas)
-        self.moving = dict(moving or {})  # partition -> target
+        super().__init__(replicas, moving)
         self.finish_on = finish_on
-        self.calls: list[str] = []
-        self.altered: list[tuple[dict[TopicPartition, Replicas | None], bool]] = []
 
-    def _called(self, name: str) -> None:
-        self.calls.append(name)
+    def called(self, name: str, detail: str = "") -> None:
+        super().called(name, detail)
         if name == self.finish_on:
-            for tp, target in self.moving.items():
-                self.replicas[tp] = target
-            self.moving.clear()
-
-    def _listed(self, tp: TopicPartition) -> Replicas:
-        target = self.moving[tp]
-        return target + tuple(b for b in self.replicas[tp] if b not in target)
-
-    def brokers(self) -> dict[int, Broker]:
-        self._called("brokers")
-        return {b: Broker(b) for b in (1, 2, 3, 4)}
-
-    def topic_names(self) -> set[str]:
-        self._called("topic_names")
-        return {tp.topic for tp in self.replicas}
-
-    def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
-                           ) -> dict[TopicPartition, OngoingReassignment]:
-        self._called("list_reassignments")
-        return {tp: OngoingReassignment(self._listed(tp), tuple(b for b in t if b not in self.replicas[tp]),
-                                        tuple(b for b in self.replicas[tp] if b not in t))
-                for tp, t in self.moving.items() if partitions is None or tp in partitions}
-
-    def describe_topics(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
-        self._called("describe_topics")
-        out = {}
-        for tp, r in self.replicas.items():
-            if tp.topic in topics:
-                shown = self._listed(tp) if tp in self.moving else r
-                out[tp] = PartitionState(shown, shown[0], r)
-        return out
-
-    def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
-        self._called("log_dirs")
-        return LogDirReport()
-
-    def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
-        self._called("topic_configs")
-        return {}
-
-    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None], *,
-                            allow_replication_factor_change: bool = False) -> dict[TopicPartition, KafkaRefusal | None]:
-        self._called("alter_reassignments")
-        self.altered.append((dict(targets), allow_replication_factor_change))
-        answers: dict[TopicPartition, KafkaRefusal | None] = {}
-        for tp, target in targets.items():
-            heading = self.moving.get(tp, self.replicas[tp])
-            if target is not None and len(target) != len(heading) and not allow_replication_factor_change:
-                answers[tp] = KafkaRefusal("INVALID_REPLICATION_FACTOR",
-                                           f"The replication factor is changed from {len(heading)} to {len(target)}")
-            else:
-                answers[tp] = None
-        return answers
+            self.finish_moves()
 
 
 def ports(cluster: Cluster) -> reconciler.Ports:

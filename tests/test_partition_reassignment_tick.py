@@ -9,23 +9,19 @@ deleting a resource lets go of (:func:`reconciler.release`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from kafka_fake import FakeCluster
 from kpo.domain.model import (
-    Broker,
-    KafkaRefusal,
-    LogDirReport,
-    OngoingReassignment,
-    PartitionState,
     Replicas,
     TopicPartition,
 )
 from kpo.domain.reassignment import Target
-from kpo.domain.throttle import ConfigChange, ThrottleJournal
+from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaUnavailable
 from kpo.resources.outcomes import Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
@@ -36,89 +32,21 @@ NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
 
-class Recording:
-    """A cluster of four brokers that records every call, Kafka's and the ports', in one log."""
+class Recording(FakeCluster):
+    """The fake cluster, recording every call, Kafka's and the ports', in one log; ``down`` breaks the connection."""
 
     def __init__(self, replicas: dict[TopicPartition, Replicas],
                  moving: dict[TopicPartition, Replicas] | None = None) -> None:
-        self.replicas = dict(replicas)
-        self.moving = dict(moving or {})
+        super().__init__(replicas, moving, replica_bytes=1_000_000)
         self.journal = ThrottleJournal()
         self.log: list[str] = []
         self.down = False
 
-    def _call(self, entry: str) -> None:
+    def called(self, name: str, detail: str = "") -> None:
         if self.down:
             raise KafkaUnavailable("the connection to Kafka broke")
-        self.log.append(entry)
-
-    # Reads.
-    def brokers(self) -> dict[int, Broker]:
-        self._call("brokers")
-        return {b: Broker(b) for b in (1, 2, 3, 4)}
-
-    def topic_names(self) -> set[str]:
-        self._call("topic_names")
-        return {tp.topic for tp in self.replicas}
-
-    def _listed(self, tp: TopicPartition) -> Replicas:
-        """A partition's replicas as Kafka lists them mid-move: the target's, then those being removed."""
-        target = self.moving[tp]
-        return target + tuple(b for b in self.replicas[tp] if b not in target)
-
-    def list_reassignments(self, partitions: Collection[TopicPartition] | None = None
-                           ) -> dict[TopicPartition, OngoingReassignment]:
-        self._call("list_reassignments")
-        return {tp: OngoingReassignment(self._listed(tp), tuple(b for b in t if b not in self.replicas[tp]),
-                                        tuple(b for b in self.replicas[tp] if b not in t))
-                for tp, t in self.moving.items() if partitions is None or tp in partitions}
-
-    def describe_topics(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
-        self._call("describe_topics")
-        shown = {tp: self._listed(tp) if tp in self.moving else r for tp, r in self.replicas.items()}
-        return {tp: PartitionState(r, r[0], r) for tp, r in shown.items() if tp.topic in topics}
-
-    def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
-        self._call("log_dirs")
-        return LogDirReport(sizes={(tp, b): 1_000_000 for tp, r in self.replicas.items() for b in r})
-
-    def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
-        self._call("topic_configs")
-        return {}
-
-    def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
-        self._call("broker_configs")
-        return {}
-
-    # Writes.
-    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None], *,
-                            allow_replication_factor_change: bool = False) -> dict[TopicPartition, KafkaRefusal | None]:
-        cancels = sorted(str(tp) for tp, t in targets.items() if t is None)
-        moves = sorted(str(tp) for tp, t in targets.items() if t is not None)
-        self._call(f"cancel {','.join(cancels)}" if cancels else f"submit {','.join(moves)}")
-        for tp, target in targets.items():
-            if target is None:
-                self.moving.pop(tp, None)
-            else:
-                self.moving[tp] = target
-        return dict.fromkeys(targets)
-
-    def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
-        self._call(f"{changes[0].op.lower()} {changes[0].resource} {changes[0].name}")
-
-    def elect_leaders(self, partitions: Sequence[TopicPartition] | None, unclean: bool = False
-                      ) -> dict[TopicPartition, KafkaRefusal | None]:
-        self._call("elect_leaders")
-        return dict.fromkeys(partitions or [])
-
-    def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
-                               ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
-        self._call("alter_replica_log_dirs")
-        return dict.fromkeys(moves)
-
-    def finish_moves(self) -> None:
-        self.replicas.update(self.moving)
-        self.moving.clear()
+        super().called(name, detail)
+        self.log.append(detail or name)
 
     # The ports.
     def ports(self) -> reconciler.Ports:

@@ -27,6 +27,7 @@ from kpo.domain.conditions import Event
 from kpo.domain.model import TopicPartition
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Owner
+from kpo.k8s.rollback import rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
@@ -113,6 +114,7 @@ def _ports(tick: Tick, intent: Intent) -> reconciler.Ports:
             owner, execution, candidates, view.ongoing, holders,
             sizes={tp: view.partition_size(tp) for tp in view.partitions}, write_rates=view.write_rates),
         write_rates=context.write_rates(cluster).observe,
+        records=rollback_name(tick.name),
     )
 
 

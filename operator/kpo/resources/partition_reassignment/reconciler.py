@@ -20,7 +20,6 @@ from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, Target, changes_replication_factor, settled
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
-from kpo.k8s.rollback import rollback_name as rollback_config_map_name_of
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
 from kpo.resources.partition_reassignment import throttling
@@ -82,10 +81,6 @@ def topic_names_with(kafka: KafkaAdmin, wanted: Collection[str]) -> set[str]:
     return names | {tp.topic for tp in kafka.describe_topics(unlisted)} if unlisted else names
 
 
-def rollback_config_map_name(body: Mapping[str, Any]) -> str:
-    return rollback_config_map_name_of(str((body.get("metadata") or {}).get("name")))
-
-
 def _key(body: Mapping[str, Any]) -> str:
     meta = body.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
@@ -103,6 +98,8 @@ class Ports:
     others_throttles: Callable[[], list[ThrottleJournal]]
     schedule: Callable[[Sequence[Candidate], ClusterView], Sequence[TopicPartition]]
     write_rates: Callable[[Mapping[TopicPartition, int]], dict[TopicPartition, float]] = lambda _sizes: {}
+    #: The ConfigMap that holds the resource's records (original replicas, throttle journal), named in the status.
+    records: str = ""
 
 
 def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
@@ -221,7 +218,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         effects.journal = throttling.ensure(kafka, intent.throttle, moves, previous=ports.load_throttle(),
                                             others=ports.others_throttles(), save=ports.save_throttle,
                                             live_brokers=view.brokers)
-        effects.rollback_name = effects.rollback_name or rollback_config_map_name(body)
+        effects.rollback_name = effects.rollback_name or ports.records
     # 3. Cancellations (dropped partitions, stop): KIP-455 puts each partition back on its original replicas.
     if decision.cancel:
         log.info("%s: cancelling %d move(s): %s", _key(body), len(decision.cancel),
