@@ -171,6 +171,39 @@ def test_a_cluster_change_before_approval_means_a_new_plan(kafka_admin: AdminCli
     assert ready is not None and f"{first} is not the current proposal {second['id']}" in ready["message"]
 
 
+@pytest.mark.usefixtures("kpo_operator")
+def test_an_approved_plan_claims_every_partition_of_its_proposal(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                                  topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 6, assignment=[[1, 2], [2, 3], [3, 1], [1, 3], [2, 1], [3, 2]])
+    fill(bootstrap_servers, topic_name, list(range(6)), messages=400)  # 4 MB a partition: throttled, moves last
+    resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]},
+                                    "execution": {"maxMoves": 1, "throttle": 20_000}})
+    proposal = resources.wait_phase(KPR, "drain", "Proposed", timeout=240)["proposal"]
+    stored = resources.config_map(proposal["configMap"])
+    assert stored is not None
+    planned = {e["partition"] for e in json.loads(stored["plan.json"])["partitions"]}
+    resources.patch_spec(KPR, "drain", {"approval": {"proposalId": proposal["id"]}})
+
+    def one_in_flight() -> set[int] | None:
+        status = resources.get(KPR, "drain").get("status") or {}
+        moving = {e["partition"] for e in status.get("inFlight") or []}
+        return moving if status.get("phase") == "Executing" and moving else None
+
+    moving = wait_for(one_in_flight, 120, "the first move of the approved plan")
+    waiting = min(planned - moving)
+    # A younger resource wants a partition of the plan that is not moving yet: the plan holds it.
+    resources.create(KPR, "late", {"partitions": [{"topic": topic_name, "partition": waiting, "replicas": [1, 2]}]})
+    wait_for(lambda: resources.condition(KPR, "late", "Stalled") is not None, 60, "the late resource's conditions")
+    stalled = resources.condition(KPR, "late", "Stalled")
+    status = resources.get(KPR, "late")["status"]
+    assert status["phase"] == "Pending" and stalled is not None and stalled["reason"] == "Conflict", status
+    assert status["conflicts"] == [{"topic": topic_name, "partition": waiting,
+                                    "holder": f"{resources.namespace}/drain"}]
+    resources.patch_spec(KPR, "drain", {"stop": True})
+    ended = resources.wait_phase(KPR, "drain", {"Stopped", "Succeeded", "Failed"}, timeout=120)
+    assert ended["phase"] in ("Stopped", "Succeeded"), ended
+
+
 def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient, spark_operator: OperatorProcess,
                                                    spark_harness: SparkOperatorHarness, kafka_admin: AdminClient,
                                                    bootstrap_servers: str, topic_name: str) -> None:

@@ -135,3 +135,18 @@ def test_a_one_off_election_removes_the_next_run() -> None:
     written = ple_status.status_of({"nextRunAt": "2026-03-01T10:30:00Z"}, intent, decision, NOW)
     assert "nextRunAt" in written and written["nextRunAt"] is None, "None removes the field (JSON merge patch)"
     assert ple_status.memory_of({k: v for k, v in written.items() if v is not None}).next_run_at is None
+
+
+def test_an_explicit_resource_claims_its_spec_and_an_approved_plan_its_proposal() -> None:
+    def proposal(proposal_id: str) -> frozenset[TopicPartition]:
+        assert proposal_id == "p-1"
+        return frozenset({P0, P1, P2})
+
+    explicit = {"partitions": [{"topic": "orders", "partition": 1, "replicas": [1, 2]}]}
+    assert pr_status.wanted_partitions(explicit, {}, proposal) == {P1}
+    planned = {"plan": {"goal": "RemoveBrokers", "brokers": [3]}}
+    approved = {"phase": "Executing", "proposal": {"id": "p-1", "partitions": 3}}
+    assert pr_status.wanted_partitions(planned, approved, proposal) == {P0, P1, P2}
+    assert pr_status.wanted_partitions(planned, {**approved, "phase": "Reverting"}, proposal) == {P0, P1, P2}
+    for waiting in ("Planning", "Proposed", "Succeeded"):
+        assert pr_status.wanted_partitions(planned, {**approved, "phase": waiting}, proposal) == frozenset(), waiting

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +31,7 @@ from kpo.k8s.rollback import rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
-from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent, Phase
+from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent
 from kpo.resources.partition_reassignment.planning import Step, route
 from kpo.resources.partition_reassignment.spec import (
     execution_of,
@@ -41,13 +41,11 @@ from kpo.resources.partition_reassignment.spec import (
     plan_request,
     targets_of,
 )
-from kpo.resources.partition_reassignment.status import claim_of, memory_of, parse, throttle_status
+from kpo.resources.partition_reassignment.status import claim_of, memory_of, throttle_status, wanted_partitions
 from kpo.runtime import OperatorContext
 
 PLURAL = "partitionreassignments"
 log = logging.getLogger(__name__)
-#: Phases in which a planned resource carries out its approved proposal, so it claims the proposal's partitions.
-_EXECUTING_PROPOSAL = frozenset({Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING})
 Tick = shell.Tick[PartitionReassignmentSpec]
 
 
@@ -59,27 +57,23 @@ def _owner(key: str, created: str) -> Owner:
                  namespace=namespace, name=name)
 
 
-def _claimed_partitions(context: OperatorContext, meta: Mapping[str, Any], spec: Mapping[str, Any],
-                        status: Mapping[str, Any]) -> frozenset[TopicPartition]:
-    """The partitions a resource wants: its spec's, or, for a plan being carried out, its approved proposal's."""
-    if not spec.get("plan"):
-        return frozenset(TopicPartition(str(p["topic"]), int(p["partition"])) for p in spec.get("partitions") or [])
-    typed = parse(status)
-    if typed.phase not in _EXECUTING_PROPOSAL or typed.proposal is None:
-        return frozenset()  # planning or proposed: nothing claimed until approved (the approval checks the cluster)
-    try:
-        return context.proposal_partitions(meta["namespace"], meta["name"], typed.proposal.id)
-    except ApiException as exc:
-        log.warning("%s/%s: cannot read its proposal (%s); it claims its moves in flight only", meta["namespace"],
-                    meta["name"], exc.reason)
-        return frozenset()
+def _proposal_partitions(context: OperatorContext, meta: Mapping[str, Any]
+                         ) -> Callable[[str], frozenset[TopicPartition]]:
+    def load(proposal_id: str) -> frozenset[TopicPartition]:
+        try:
+            return context.proposal_partitions(meta["namespace"], meta["name"], proposal_id)
+        except ApiException as exc:
+            log.warning("%s/%s: cannot read its proposal (%s); it claims its moves in flight only",
+                        meta["namespace"], meta["name"], exc.reason)
+            return frozenset()
+    return load
 
 
 def partitionreassignment_claims(*, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status, memo: Any,
                                  **_: Any) -> dict[str, Claim]:
     context: OperatorContext = memo["context"]
     claim = claim_of(f"{meta['namespace']}/{meta['name']}", str(meta.get("creationTimestamp", "")),
-                     _claimed_partitions(context, meta, spec, status), status)
+                     wanted_partitions(spec, status, _proposal_partitions(context, meta)), status)
     return {context.cluster_name(spec.get("clusterRef")): claim}
 
 

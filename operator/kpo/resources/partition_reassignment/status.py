@@ -65,6 +65,23 @@ def claim_of(key: str, created: str, partitions: Collection[TopicPartition], sta
                  live=phase in CLAIMING or not throttle.empty, throttle=throttle)
 
 
+#: Phases in which a planned resource carries out its approved proposal, so it claims the proposal's partitions.
+EXECUTING_PROPOSAL = frozenset({Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING})
+
+
+def wanted_partitions(spec: Mapping[str, Any], status: Mapping[str, Any],
+                      proposal_partitions: Callable[[str], frozenset[TopicPartition]]) -> frozenset[TopicPartition]:
+    """The partitions a resource claims: its spec's; for a plan being carried out, its approved proposal's (read by
+    id through ``proposal_partitions``); a plan still planning or awaiting approval claims none (the approval checks
+    the cluster against the snapshot the plan was made from)."""
+    if not spec.get("plan"):
+        return frozenset(TopicPartition(str(p["topic"]), int(p["partition"])) for p in spec.get("partitions") or [])
+    typed = parse(status)
+    if typed.phase not in EXECUTING_PROPOSAL or typed.proposal is None:
+        return frozenset()
+    return proposal_partitions(typed.proposal.id)
+
+
 def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"topic": tp.topic, "partition": tp.partition, **render(v)} for tp, v in sorted(values.items())]
 
