@@ -60,6 +60,13 @@ class Event:
     message: str
 
 
+def transition_event(before: str, after: str, reason: str, message: str, *, warning: bool) -> Event:
+    """The Event of a decision: "Before -> After: message" when the phase changes, the message alone when only the
+    reason does; a Warning for what the user must look at (a failure, a refusal), else Normal."""
+    prefix = f"{before} -> {after}: " if before != after else ""
+    return Event("Warning" if warning else "Normal", reason, prefix + message)
+
+
 @dataclass(frozen=True)
 class ConditionUpdate:
     """What a life cycle wants a condition to say now; ``merge`` decides the transition time."""

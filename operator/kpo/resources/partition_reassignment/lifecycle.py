@@ -64,7 +64,7 @@ from dataclasses import dataclass, field, replace
 from kpo.api import INTERNAL_TOPICS, ReassignmentPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate, Event
+from kpo.domain.conditions import ConditionUpdate, Event, transition_event
 from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
 from kpo.domain.problems import Problem, summarize
@@ -212,8 +212,8 @@ def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit =
     decision = _HANDLERS[phase](intent, memory, observed, admit)
     assert decision.phase in TRANSITIONS[phase], f"illegal transition {phase.value} -> {decision.phase.value}"
     if decision.phase is not memory.phase:
-        kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) else "Normal"
-        event = Event(kind, decision.reason, f"{memory.phase.value} -> {decision.phase.value}: {decision.message}")
+        event = transition_event(memory.phase, decision.phase, decision.reason, decision.message,
+                                 warning=decision.phase in (Phase.FAILED, Phase.INVALID))
         decision = _with(decision, events=(*decision.events, event))
     return decision
 

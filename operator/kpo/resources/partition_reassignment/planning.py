@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kpo.api import INTERNAL_TOPICS
-from kpo.domain.conditions import Event
+from kpo.domain.conditions import Event, transition_event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
@@ -212,8 +212,8 @@ def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Propos
     decision = _decide(phase, intent, job, proposal, view)
     assert decision.phase in PLANNING_TRANSITIONS[phase], f"illegal {phase.value} -> {decision.phase.value}"
     if decision.phase is not phase:
-        kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) else "Normal"
-        event = Event(kind, decision.reason, f"{phase.value} -> {decision.phase.value}: {decision.message}")
+        event = transition_event(phase, decision.phase, decision.reason, decision.message,
+                                 warning=decision.phase in (Phase.FAILED, Phase.INVALID))
         decision = PlanningDecision(**{**decision.__dict__, "events": (*decision.events, event)})
     return decision
 

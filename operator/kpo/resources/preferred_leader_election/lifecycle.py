@@ -77,7 +77,7 @@ from kpo.api import ElectionPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
-from kpo.domain.conditions import ConditionUpdate, Event
+from kpo.domain.conditions import ConditionUpdate, Event, transition_event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
 from kpo.domain.problems import Problem, summarize
 
@@ -312,10 +312,10 @@ def finish(intent: Intent, memory: Memory, electing: Decision, run: Run) -> Deci
     if next_run_at is not None:
         message += f"; next run at {rfc3339(next_run_at)}"
     _check(Phase.ELECTING, phase)
-    prefix = f"{memory.phase.value} -> {phase.value}: " if phase is not memory.phase else ""
-    kind = "Warning" if run.refused is not None or run.failures else "Normal"
+    event = transition_event(memory.phase, phase, reason, message,
+                             warning=run.refused is not None or bool(run.failures))
     return _with(electing, phase=phase, reason=reason, message=message, run=run, runs=runs,
-                 next_run_at=next_run_at, events=(Event(kind, reason, prefix + message),))
+                 next_run_at=next_run_at, events=(event,))
 
 
 def tally(selected: Sequence[TopicPartition], election: Election,
@@ -431,10 +431,8 @@ def _check(before: Phase, after: Phase) -> None:
 
 
 def _transition_event(before: Phase, decision: Decision) -> Event:
-    kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) or decision.reason in _STALLED \
-        else "Normal"
-    prefix = f"{before.value} -> {decision.phase.value}: " if before is not decision.phase else ""
-    return Event(kind, decision.reason, prefix + decision.message)
+    return transition_event(before, decision.phase, decision.reason, decision.message,
+                            warning=decision.phase in (Phase.FAILED, Phase.INVALID) or decision.reason in _STALLED)
 
 
 def _with(decision: Decision, **changes: object) -> Decision:

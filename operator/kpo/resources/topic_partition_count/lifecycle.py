@@ -57,7 +57,7 @@ from itertools import islice
 from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS, PartitionCountPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate, Event
+from kpo.domain.conditions import ConditionUpdate, Event, transition_event
 from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
@@ -356,10 +356,9 @@ def _checked(effective: Phase, memory: Memory, decision: Decision) -> Decision:
     assert decision.phase in TRANSITIONS[effective], f"illegal transition {effective.value} -> {decision.phase.value}"
     if (decision.phase, decision.reason) == (memory.phase, memory.reason) and effective is memory.phase:
         return decision
-    kind = "Warning" if decision.phase in (Phase.FAILED, Phase.INVALID) or decision.reason == NOT_ENOUGH_BROKERS \
-        else "Normal"
-    prefix = f"{memory.phase.value} -> {decision.phase.value}: " if decision.phase is not memory.phase else ""
-    return replace(decision, events=(*decision.events, Event(kind, decision.reason, prefix + decision.message)))
+    warning = decision.phase in (Phase.FAILED, Phase.INVALID) or decision.reason == NOT_ENOUGH_BROKERS
+    event = transition_event(memory.phase, decision.phase, decision.reason, decision.message, warning=warning)
+    return replace(decision, events=(*decision.events, event))
 
 
 def _fraction_text(fraction: Fraction) -> str:
