@@ -18,10 +18,12 @@ ARG SPARK_IMAGE=spark:4.0.0-scala2.13-java17-ubuntu
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# requirements.lock pins every runtime package, with hashes, to the versions make test ran with.
+COPY pyproject.toml README.md requirements.lock ./
 COPY operator ./operator
 RUN python -m venv /opt/kpo \
- && /opt/kpo/bin/pip install . \
+ && /opt/kpo/bin/pip install --require-hashes -r requirements.lock \
+ && /opt/kpo/bin/pip install --no-deps . \
  && ln -s "$(/opt/kpo/bin/python -c 'import kpo.planner, pathlib; print(pathlib.Path(kpo.planner.__file__).parent / "job.py")')" \
           /opt/kpo/planner-job.py
 

@@ -21,17 +21,30 @@ help:
 	@echo "make bench-exec    execution simulator: kpo's scheduler vs all-at-once vs batches with a barrier"
 	@echo "make bench         planner bench: kpo's plan vs Kafka's placer (BENCH_SCENARIOS=small for a quick run)"
 	@echo "make crds          regenerate crds/ from the pydantic models in operator/kpo/api (crds-check: verify)"
+	@echo "make lock          regenerate requirements.lock / requirements-dev.lock (pinned, with hashes) from pyproject.toml"
 
-$(STAMP): pyproject.toml
+# requirements-dev.lock pins every package (with hashes) to the versions tested; make lock regenerates it.
+$(STAMP): pyproject.toml requirements-dev.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kpo needs Python >= 3.11; found " + sys.version.split()[0])'
 	@command -v java >/dev/null || { echo "java is missing: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' || { echo "pip could not install kpo's dependencies: PyPI must be reachable"; exit 1; }
+	$(PY) -m pip install -q --require-hashes -r requirements-dev.lock \
+	  || { echo "pip could not install kpo's pinned dependencies: PyPI must be reachable"; exit 1; }
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 .PHONY: venv
 venv: $(STAMP)
+
+# Regenerate the lock files after a change to the dependencies in pyproject.toml (needs PyPI).
+.PHONY: lock
+lock:
+	$(PYTHON) -m venv .lock-tools && .lock-tools/bin/pip install -q pip-tools
+	.lock-tools/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links \
+	  --output-file requirements.lock pyproject.toml
+	.lock-tools/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links \
+	  --extra dev --output-file requirements-dev.lock pyproject.toml
 
 .PHONY: provision
 provision:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,40 @@ def test_spark_home_matches_the_python_of_the_base_image() -> None:
     version = re.search(r"PYTHON_IMAGE=python:(\d+\.\d+)\.", text)
     assert version is not None
     assert f"/opt/kpo/lib/python{version.group(1)}/site-packages/pyspark" in text
+
+
+# The lock files: what make, CI and the images install is exactly what was tested.
+
+LOCK_LINE = re.compile(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)")
+
+
+def pinned(lock: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    lines = lock.read_text().splitlines()
+    for at, line in enumerate(lines):
+        match = LOCK_LINE.match(line)
+        if match:
+            name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+            found[name] = match.group(2)
+            assert "--hash=sha256:" in lines[at + 1], f"{lock.name}: {name} has no hash"
+    return found
+
+
+def requirement_names(requirements: list[str]) -> set[str]:
+    return {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]).lower() for r in requirements}
+
+
+def test_every_dependency_is_pinned_with_hashes_and_the_runtime_lock_agrees_with_the_dev_lock() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime, dev = pinned(ROOT / "requirements.lock"), pinned(ROOT / "requirements-dev.lock")
+    assert requirement_names(project["dependencies"]) <= set(runtime)
+    assert requirement_names(project["optional-dependencies"]["dev"]) <= set(dev)
+    assert {name: dev[name] for name in runtime if name in dev} == runtime, "one version of each package"
+
+
+def test_make_and_the_image_install_the_locks_with_hashes() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--require-hashes -r requirements-dev.lock" in makefile
+    build = [args for stage, word, args in instructions() if stage == "build" and word == "RUN"]
+    assert any("--require-hashes -r requirements.lock" in args and "--no-deps ." in args for args in build)
+    assert not dockerignore_excludes("requirements.lock")
