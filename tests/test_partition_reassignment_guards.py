@@ -32,7 +32,7 @@ from kpo.kafka.admin import KafkaRequestRefused
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Observation, Phase, decide
-from kpo.resources.partition_reassignment.planning import (
+from kpo.resources.partition_reassignment.plan_lifecycle import (
     Job,
     JobStatus,
     PlanIntent,

@@ -6,7 +6,7 @@ from kpo.domain.model import Broker, ClusterView, OngoingReassignment, Partition
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.proposal import Proposal
 from kpo.resources.partition_reassignment.lifecycle import Phase
-from kpo.resources.partition_reassignment.planning import (
+from kpo.resources.partition_reassignment.plan_lifecycle import (
     Job,
     JobStatus,
     PlanIntent,

@@ -3,7 +3,7 @@
 Every step of a tick must be safe to interrupt (the operator can be killed between any two calls), so the order is
 the contract: original replicas on record before any move is sent, the throttle journaled and applied before the moves
 it governs, cancellations before submissions, leaders elected before success is reported, throttles taken back only
-once no move of the resource runs. Also: where a planned resource's tick goes (:func:`planning.route`) and what
+once no move of the resource runs. Also: where a planned resource's tick goes (:func:`plan_lifecycle.route`) and what
 deleting a resource lets go of (:func:`reconciler.release`).
 """
 
@@ -26,7 +26,7 @@ from kpo.kafka.admin import KafkaUnavailable
 from kpo.resources.outcomes import Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
-from kpo.resources.partition_reassignment.planning import Route, Step, route
+from kpo.resources.partition_reassignment.plan_lifecycle import Route, Step, route
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

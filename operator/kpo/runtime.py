@@ -32,7 +32,7 @@ from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
-from kpo.planning_jobs import PlanningJobs
+from kpo.plan_backends import PlanningJobs
 from kpo.scheduler import ClusterScheduler, WriteRates
 
 

@@ -15,7 +15,7 @@ import sys
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import METRICS_FILE
-from kpo.planner import metrics, moves, storage
+from kpo.planner import moves, quality, storage
 from kpo.planner.cluster import Cluster
 from kpo.planner.job import session
 from kpo.planner.plan import checkpoint, measure, read_snapshot, referenced_brokers
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         partitions = checkpoint(snapshot.partitions)
         cluster = Cluster.of(snapshot.request, snapshot.brokers, referenced_brokers(partitions))
         state = checkpoint(to_state(partitions, snapshot.request, cluster))
-        lb_bytes, lb_replicas = metrics.lower_bounds(moves.broker_stats(state, cluster), cluster,
+        lb_bytes, lb_replicas = quality.lower_bounds(moves.broker_stats(state, cluster), cluster,
                                                      snapshot.request.tolerance)
         assigned = storage.read_assignment(spark, args.assignment).withColumnRenamed("replicas", "assigned")
         target = (state.join(assigned, ["topic", "partition"], "left")

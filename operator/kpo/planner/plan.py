@@ -10,7 +10,7 @@ from round to round by adding each round's changes; they are recounted from the 
 3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing.
 4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything).
 5. Leader rounds (reorders only, :mod:`kpo.planner.leaders`).
-6. Check the hard constraints on the result and measure it (:mod:`kpo.planner.metrics`).
+6. Check the hard constraints on the result and measure it (:mod:`kpo.planner.quality`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planner import leaders, metrics, moves, storage
+from kpo.planner import leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.flow import handovers
 from kpo.planner.prepare import to_state
@@ -199,7 +199,7 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     # Every partition holds a replica in every rack: no replica can change rack, each rack balances on its own.
     closed = cluster.rack_mode and (shape["min_rf"] or 0) >= cluster.rack_count
     run = _Rounds(state, cluster, request, closed)
-    lb_bytes, lb_replicas = metrics.lower_bounds(run.stats, cluster, request.tolerance)
+    lb_bytes, lb_replicas = quality.lower_bounds(run.stats, cluster, request.tolerance)
     log.info("state built, lower bound %d bytes / %d replicas (%.1fs)", lb_bytes, lb_replicas, clock() - started)
     run.bytes(MAX_BYTE_ROUNDS)
     run.recount()
@@ -218,12 +218,12 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
 def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, lower_bound_bytes: int,
             lower_bound_replicas: int, rounds: int, planning_seconds: float, check: bool = True) -> PlanMetrics:
     """Metrics of the assignment in ``state``; with ``check``, a target that breaks a hard constraint is an error."""
-    counted = metrics.counters(state, cluster, request.replication_factor)
+    counted = quality.counters(state, cluster, request.replication_factor)
     if check and counted["broken"]:
-        bad = state.filter(metrics.broken(cluster, request.replication_factor)).limit(3).collect()
+        bad = state.filter(quality.broken(cluster, request.replication_factor)).limit(3).collect()
         raise PlanError("internal error, the plan breaks a hard constraint: "
                         + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
-    before, after = metrics.broker_loads(state, cluster)
+    before, after = quality.broker_loads(state, cluster)
     return PlanMetrics(
         status=STATUS_OK, goal=request.goal, tolerance=request.tolerance, partitions=counted["partitions"],
         partitions_selected=counted["partitions_selected"], partitions_changed=counted["partitions_changed"],
@@ -233,7 +233,7 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, lower_b
         rack_violations_before=counted["rack_violations_before"],
         rack_violations_after=counted["rack_violations_after"],
         replicas_left_on_removed_brokers=counted["replicas_left_on_removed_brokers"],
-        balance_before=metrics.balance(before, cluster), balance_after=metrics.balance(after, cluster),
+        balance_before=quality.balance(before, cluster), balance_after=quality.balance(after, cluster),
         brokers_before=before, brokers_after=after, rounds=rounds, planning_seconds=round(planning_seconds, 3))
 
 

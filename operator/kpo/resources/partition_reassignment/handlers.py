@@ -5,8 +5,8 @@ Three handlers come of it: an index of every PartitionReassignment's claims (so 
 shared throttles, the cluster-wide scheduler), a timer that reconciles every ``pollIntervalSeconds`` (Kafka moves
 data on its own clock and announces nothing, so kpo polls) while the resource is not at rest, and a deletion handler
 whose finalizer cancels the moves in flight and takes back the throttles unless ``deletionPolicy: Orphan``.
-A resource with ``spec.plan`` goes where :func:`planning.route` sends it: planning, or executing its approved proposal
-exactly like explicit targets.
+A resource with ``spec.plan`` goes where :func:`plan_lifecycle.route` sends it: planning, or executing its approved
+proposal exactly like explicit targets.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent
-from kpo.resources.partition_reassignment.planning import Step, route
+from kpo.resources.partition_reassignment.plan_lifecycle import Step, route
 from kpo.resources.partition_reassignment.spec import (
     execution_of,
     intent_of,

@@ -22,7 +22,7 @@ from kpo.domain.proposal import Proposal
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
 from kpo.resources.outcomes import Outcome, unavailable_outcome
 from kpo.resources.partition_reassignment.lifecycle import Phase
-from kpo.resources.partition_reassignment.planning import (
+from kpo.resources.partition_reassignment.plan_lifecycle import (
     PlanIntent,
     PlanningDecision,
     decide_planning,

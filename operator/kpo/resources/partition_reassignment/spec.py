@@ -15,7 +15,7 @@ from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, Order
 from kpo.resources.partition_reassignment.lifecycle import Intent
-from kpo.resources.partition_reassignment.planning import PlanIntent
+from kpo.resources.partition_reassignment.plan_lifecycle import PlanIntent
 
 
 def parse_spec(spec: Mapping[str, Any]) -> PartitionReassignmentSpec:
