@@ -31,38 +31,43 @@ kafka_dir=$cache/kafka-$KAFKA_VERSION
 
 go_registry_hint="the Go module proxy must be reachable (GOPROXY=$(go env GOPROXY 2>/dev/null || echo unset)); check the network or set GOPROXY"
 
-provision_k8s() {
-  local bins=(kube-apiserver kube-controller-manager kubectl)
-  local b missing=0
-  for b in "${bins[@]}"; do [ -x "$k8s_dir/bin/$b" ] || missing=1; done
-  [ $missing = 0 ] && return 0
+# k8s.io/kubernetes replaces its staging modules with local paths, so `go install ...@v1.X` refuses it. A wrapper
+# module (testbed/go/<wrapper>) that pins each staging module to the matching v0.X.Y release builds the real main
+# packages unchanged: build_k8s <wrapper> <destination> <binary>...
+build_k8s() {
+  local wrapper=$1 dest=$2; shift 2
   need go "install Go >= 1.24 (https://go.dev/dl or Debian's golang package) and put it on PATH"
   local minor=${KUBERNETES_VERSION#*.}; minor=${minor%%.*}
   local staging="0.$minor.${KUBERNETES_VERSION##*.}"
-  local work; work=$(mktemp -d "$cache/k8s-build.XXXX")
-  # k8s.io/kubernetes replaces its staging modules with local paths, so `go install ...@v1.X` refuses it. A wrapper
-  # module that pins each staging module to the matching v0.X.Y release builds the real main packages unchanged.
+  local work; work=$(mktemp -d "$cache/$wrapper-build.XXXX")
   sed -e "s/@KUBERNETES_VERSION@/v$KUBERNETES_VERSION/g" -e "s/@STAGING_VERSION@/v$staging/g" \
-    "$here/go/k8s/go.mod.in" > "$work/go.mod"
-  cp "$here/go/k8s/main.go" "$work/"
-  [ -f "$here/go/k8s/go.sum" ] && cp "$here/go/k8s/go.sum" "$work/"
-  log "building kube-apiserver, kube-controller-manager, kubectl v$KUBERNETES_VERSION (first time: about 6 minutes on 2 cores)"
+    "$here/go/$wrapper/go.mod.in" > "$work/go.mod"
+  cp "$here/go/$wrapper/main.go" "$work/"
+  [ -f "$here/go/$wrapper/go.sum" ] && cp "$here/go/$wrapper/go.sum" "$work/"
   (cd "$work" && go mod download k8s.io/kubernetes >/dev/null && go mod tidy >/dev/null) \
     || die "could not resolve k8s.io/kubernetes v$KUBERNETES_VERSION: $go_registry_hint"
-  local ldflags="-s -w"
-  local pkg
+  local ldflags="-s -w" pkg b
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=v$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   mkdir -p "$work/bin"
-  for b in "${bins[@]}"; do
+  for b in "$@"; do
     log "go build $b"
     (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "bin/$b" "k8s.io/kubernetes/cmd/$b") \
       || die "go build k8s.io/kubernetes/cmd/$b v$KUBERNETES_VERSION failed (see above)"
   done
-  cp "$work/go.sum" "$here/go/k8s/go.sum" 2>/dev/null || true
-  mkdir -p "$k8s_dir" && rm -rf "$k8s_dir/bin" && mv "$work/bin" "$k8s_dir/bin" && rm -rf "$work"
+  cp "$work/go.sum" "$here/go/$wrapper/go.sum" 2>/dev/null || true
+  mkdir -p "$dest" && mv "$work"/bin/* "$dest"/ && rm -rf "$work"
+}
+
+provision_k8s() {
+  local bins=(kube-apiserver kube-controller-manager kubectl)
+  local b missing=0
+  for b in "${bins[@]}"; do [ -x "$k8s_dir/bin/$b" ] || missing=1; done
+  [ $missing = 0 ] && return 0
+  log "building kube-apiserver, kube-controller-manager, kubectl v$KUBERNETES_VERSION (first time: about 6 minutes on 2 cores)"
+  build_k8s k8s "$k8s_dir/bin" "${bins[@]}"
 }
 
 provision_etcd() {
@@ -102,6 +107,97 @@ provision_kafka() {
   touch "$kafka_dir/.complete"
 }
 
+# ----------------------------------------------------------------------------------------- the node (issue 14)
+# Not part of `all` yet: what a real node needs — containerd and kubelet from the Go module proxy, a pause image and
+# a Debian bookworm base image made here (no image can be pulled), the operator image built from the Dockerfile with
+# buildah. Worked out by hand first (testbed/node/README.md); kpo_testbed does not start a node yet.
+node_dir=$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION
+images_dir=$cache/images
+export CONTAINERS_STORAGE_CONF=$cache/containers-storage.conf BUILDAH_ISOLATION=chroot
+
+provision_node_bins() {
+  local b missing=0
+  for b in containerd ctr containerd-shim-runc-v2 kubelet kube-scheduler; do [ -x "$node_dir/bin/$b" ] || missing=1; done
+  [ $missing = 0 ] && return 0
+  need go "install Go >= 1.24 and put it on PATH"
+  mkdir -p "$node_dir/bin"
+  log "building containerd v$CONTAINERD_VERSION (first time: about 5 minutes on one core)"
+  local ld="-s -w -X github.com/containerd/containerd/v2/version.Version=v$CONTAINERD_VERSION"
+  for b in containerd ctr containerd-shim-runc-v2; do
+    CGO_ENABLED=0 GOBIN="$node_dir/bin" go install -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$ld" \
+      "github.com/containerd/containerd/v2/cmd/$b@v$CONTAINERD_VERSION" \
+      || die "go install containerd/v2/cmd/$b@v$CONTAINERD_VERSION failed: $go_registry_hint"
+  done
+  log "building kubelet and kube-scheduler v$KUBERNETES_VERSION (first time: about 5 minutes)"
+  build_k8s node "$node_dir/bin" kubelet kube-scheduler
+}
+
+image_archive() {  # name tag -> the OCI archive containerd imports
+  echo "$images_dir/$1-$2.oci.tar"
+}
+
+provision_images() {
+  need buildah "install buildah, runc and debootstrap (Debian: apt-get install buildah runc debootstrap)"
+  need debootstrap "install debootstrap (Debian: apt-get install debootstrap)"
+  need gcc "install gcc (the pause image is compiled here)"
+  mkdir -p "$images_dir"
+  [ -f "$CONTAINERS_STORAGE_CONF" ] || printf '[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n' \
+    "$cache/containers/storage" "$cache/containers/run" > "$CONTAINERS_STORAGE_CONF"
+  # The pause image, from Kubernetes' own pause.c (in the k8s.io/kubernetes module), static, FROM scratch.
+  local pause; pause=$(image_archive pause "$PAUSE_VERSION")
+  if [ ! -f "$pause" ]; then
+    local src="$GOMODCACHE/k8s.io/kubernetes@v$KUBERNETES_VERSION/build/pause/linux/pause.c" work c
+    [ -f "$src" ] || (cd "$here/go/node" && go mod download "k8s.io/kubernetes@v$KUBERNETES_VERSION" >/dev/null)
+    work=$(mktemp -d "$cache/pause.XXXX")
+    gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-kpo" -o "$work/pause" "$src" && strip "$work/pause"
+    c=$(buildah from scratch)
+    buildah copy "$c" "$work/pause" /pause >/dev/null
+    buildah config --entrypoint '["/pause"]' --user 65535:65535 --os linux --arch amd64 "$c"
+    buildah commit -q --rm "$c" "localhost/pause:$PAUSE_VERSION" >/dev/null
+    buildah push -q "localhost/pause:$PAUSE_VERSION" "oci-archive:$pause:registry.k8s.io/pause:$PAUSE_VERSION"
+    rm -rf "$work"
+  fi
+  # The base image: Debian bookworm with Python 3.11 (what python:3.11-slim-bookworm is for users), debootstrapped.
+  if ! buildah inspect --type image localhost/debian-python:bookworm >/dev/null 2>&1; then
+    local root="$cache/rootfs-bookworm" c mnt
+    if [ ! -x "$root/usr/bin/python3" ]; then
+      log "debootstrap bookworm (first time: about 2 minutes)"
+      rm -rf "$root"
+      debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates bookworm \
+        "$root" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >/dev/null || die "debootstrap failed: Debian's mirror must be reachable"
+      chroot "$root" apt-get clean
+      rm -rf "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/locale/*
+    fi
+    c=$(buildah from scratch); mnt=$(buildah mount "$c")
+    cp -a "$root"/. "$mnt"/ && buildah umount "$c" >/dev/null
+    buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env LANG=C.UTF-8 \
+      --cmd '["python3"]' --os linux --arch amd64 "$c"
+    buildah commit -q --rm "$c" localhost/debian-python:bookworm >/dev/null
+  fi
+  # The operator image, from the committed tree (git archive HEAD: never a half-edited working tree), keyed by the
+  # tree of what the image copies.
+  local repo key operator
+  repo=$(cd "$here/.." && pwd)
+  key=$(cd "$repo" && git rev-parse --short=12 "HEAD:operator" "HEAD:Dockerfile" "HEAD:requirements.lock" | sha256sum | cut -c1-12)
+  operator=$(image_archive operator "$key")
+  if [ ! -f "$operator" ]; then
+    local src; src=$(mktemp -d "$cache/operator-src.XXXX")
+    (cd "$repo" && git archive HEAD) | tar -x -C "$src"
+    log "buildah bud --target operator (first time: about 3 minutes)"
+    # The host's pip configuration and CA bundle go in for the build only, for machines that reach PyPI through a
+    # proxy (as this one does); the image keeps neither.
+    local mounts=()
+    [ -f /etc/pip.conf ] && mounts+=(-v /etc/pip.conf:/etc/pip.conf:ro)
+    [ -f /etc/ssl/certs/ca-certificates.crt ] && mounts+=(-v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro)
+    buildah bud -q --isolation=chroot --network=host --layers "${mounts[@]}" \
+      --build-arg PYTHON_IMAGE=localhost/debian-python:bookworm --target operator -t "localhost/kpo/operator:$key" \
+      -f "$src/Dockerfile" "$src" >/dev/null || die "buildah bud of the operator image failed (see above)"
+    buildah push -q --disable-compression "localhost/kpo/operator:$key" \
+      "oci-archive:$operator:localhost/kpo/operator:$key"
+    rm -rf "$src"
+  fi
+}
+
 what=${1:-all}
 case "$what" in
   kafka) provision_kafka ;;
@@ -109,6 +205,7 @@ case "$what" in
   etcd) provision_etcd ;;
   helm) provision_helm ;;
   all) provision_kafka; provision_etcd; provision_helm; provision_k8s ;;
-  *) die "unknown component '$what' (all, kafka, k8s, etcd, helm)" ;;
+  node) provision_node_bins; provision_images ;;
+  *) die "unknown component '$what' (all, kafka, k8s, etcd, helm, node)" ;;
 esac
 echo "$cache"
