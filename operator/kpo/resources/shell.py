@@ -20,6 +20,7 @@ instead of failing one by one, and a namespace being deleted ends a tick quietly
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -210,9 +211,15 @@ def parse_and_connect(spec: Mapping[str, Any], parse: Callable[[Mapping[str, Any
         if refuse_unknown_cluster:
             refuse([Problem("spec.clusterRef", "UnknownCluster", str(exc.args[0]))])
         else:
-            log.warning("%s: %s; the resource is left as it is", spec.get("clusterRef"), exc.args[0])
+            _left_alone(str(spec.get("clusterRef")), str(exc.args[0]))
         return None
     return parsed, kafka
+
+
+@functools.lru_cache(maxsize=256)
+def _left_alone(cluster_ref: str, reason: str) -> None:
+    """Said once per cluster and reason, not on every tick of every resource that names it."""
+    log.warning("clusterRef %s: %s; resources already accepted for it are left as they are", cluster_ref, reason)
 
 
 @dataclass

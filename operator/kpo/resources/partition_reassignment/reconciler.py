@@ -18,7 +18,7 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
-from kpo.domain.reassignment import Candidate, Target, changes_replication_factor, settled
+from kpo.domain.reassignment import Candidate, changes_replication_factor, settled
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
@@ -346,7 +346,3 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
     except (KafkaUnavailable, KafkaRequestRefused) as exc:
         raise RetryLater(f"cannot cancel the moves in flight yet: {exc}", delay=5, lost_kafka=True) from exc
     return events
-
-
-def targets_replicas(targets: Mapping[TopicPartition, Target]) -> dict[TopicPartition, Replicas]:
-    return {tp: t.replicas for tp, t in targets.items()}

@@ -88,10 +88,3 @@ def _apply(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange]) -> bool:
     except KafkaUnavailable:
         return False
     return True
-
-
-def to_status(journal: ThrottleJournal) -> dict[str, object] | None:
-    if journal.empty:
-        return None
-    data = journal.to_json()
-    return {"rate": data["rate"], "brokers": data["brokers"], "topics": data["topics"]}
