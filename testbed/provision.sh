@@ -178,7 +178,7 @@ provision_images() {
   # tree of what the image copies.
   local repo key operator
   repo=$(cd "$here/.." && pwd)
-  key=$(cd "$repo" && git rev-parse --short=12 "HEAD:operator" "HEAD:Dockerfile" "HEAD:requirements.lock" | sha256sum | cut -c1-12)
+  key=$(cd "$repo" && git rev-parse "HEAD:operator" "HEAD:Dockerfile" "HEAD:requirements.lock" "HEAD:pyproject.toml" | sha256sum | cut -c1-12)
   operator=$(image_archive operator "$key")
   if [ ! -f "$operator" ]; then
     local src; src=$(mktemp -d "$cache/operator-src.XXXX")
