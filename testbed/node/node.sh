@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Attach a real node to the running test bed (issue 14, by hand; not part of make test yet):
+#
+#   testbed/node/node.sh up     containerd + kubelet (node "kpo-node"), kube-scheduler, and a second
+#                               kube-controller-manager for Deployments/ReplicaSets, all on the test bed's API server
+#   testbed/node/node.sh down   stop them by recorded pid and undo what they left on the host
+#
+# Needs `testbed/provision.sh node` (binaries and images in the cache), a test bed that is up (.testbed/env), and
+# Debian's runc and containernetworking-plugins. The kubelet authenticates with a client certificate signed by the
+# test bed's CA (CN system:node:kpo-node, O system:nodes); RBAC binds the built-in system:node role to it, so the
+# API server's flags stay as they are. Pods that must reach Kafka or the API server on loopback use hostNetwork.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck source=../versions.env
+. "$repo/testbed/versions.env"
+cache=${KPO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kpo}
+bin=$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION/bin
+bed=${KPO_TESTBED_DIR:-$repo/.testbed}
+d=$bed/node
+pki=$bed/data/kube/pki
+NODE=kpo-node
+sock=$d/containerd/containerd.sock
+kubectl=$cache/kubernetes-$KUBERNETES_VERSION/bin/kubectl
+K() { "$kubectl" --kubeconfig "$bed/data/kube/admin.kubeconfig" "$@"; }
+die() { echo "node: $*" >&2; exit 1; }
+log() { echo "node: $*" >&2; }
+
+alive() { [ -f "$d/$1.pid" ] && kill -0 "$(cat "$d/$1.pid")" 2>/dev/null; }
+start() { # name argv...: in the background, pid and log under the node's directory
+  local name=$1; shift
+  alive "$name" && return 0
+  nohup "$@" >> "$d/$name.log" 2>&1 &
+  echo $! > "$d/$name.pid"
+}
+stop() { # name: SIGTERM, SIGKILL after 20 s
+  alive "$1" || { rm -f "$d/$1.pid"; return 0; }
+  local pid; pid=$(cat "$d/$1.pid"); kill "$pid"
+  for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+  rm -f "$d/$1.pid"
+}
+
+write_config() {
+  mkdir -p "$d/cni/net.d" "$d/pki" "$d/manifests"
+  sed -e "s#/work/scratch/node/state/containerd#$d/containerd#g" -e "s#/work/scratch/node/state/runc#$d/runc#g" \
+      -e "s#/work/scratch/node/cni/net.d#$d/cni/net.d#g" "$here/containerd.v4.toml" > "$d/containerd.toml"
+  cat > "$d/cni/net.d/10-kpo-bridge.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "kpo-bridge", "plugins": [
+  {"type": "bridge", "bridge": "kpobr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.78.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": "$d/cni-ipam"}},
+  {"type": "loopback"}]}
+EOF
+  sed -e "s#/work/scratch/node/manifests-cluster#$d/manifests#" \
+      -e "s#/work/scratch/node/state/containerd/containerd.sock#$sock#g" \
+      -e "s#/work/scratch/node/state/pod-logs#$d/pod-logs#" -e "s#/work/scratch/node/cp/pki/ca.crt#$pki/ca.crt#" \
+      -e "s#^address: .*#address: 127.0.0.1#" "$here/kubelet-cluster.yaml" > "$d/kubelet.yaml"
+  if [ ! -f "$d/pki/kubelet.crt" ]; then
+    (cd "$d/pki" && openssl req -newkey rsa:2048 -nodes -keyout kubelet.key -out kubelet.csr \
+        -subj "/O=system:nodes/CN=system:node:$NODE" >/dev/null 2>&1 \
+      && openssl x509 -req -in kubelet.csr -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+        -out kubelet.crt -days 3650 >/dev/null 2>&1)
+  fi
+  local server; server=$(K config view -o jsonpath='{.clusters[0].cluster.server}')
+  cat > "$d/kubelet.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: kpo-testbed, cluster: {server: "$server", certificate-authority: $pki/ca.crt}}]
+users: [{name: kubelet, user: {client-certificate: $d/pki/kubelet.crt, client-key: $d/pki/kubelet.key}}]
+contexts: [{name: kubelet, context: {cluster: kpo-testbed, user: kubelet}}]
+current-context: kubelet
+EOF
+}
+
+up() {
+  [ -x "$bin/kubelet" ] || die "run testbed/provision.sh node first"
+  [ -x /usr/sbin/runc ] || die "runc is missing (Debian: apt-get install runc)"
+  [ -x /usr/lib/cni/bridge ] || die "the CNI plugins are missing (Debian: apt-get install containernetworking-plugins)"
+  [ -f "$bed/data/kube/admin.kubeconfig" ] || die "the test bed is not up (make testbed-up)"
+  export PATH=$bin:$PATH  # containerd finds its runc shim on PATH
+  write_config
+  # The Node authorizer is not on: the node's identity gets the built-in system:node role through RBAC instead.
+  K create clusterrolebinding kpo-node --clusterrole=system:node --group=system:nodes --dry-run=client -o yaml \
+    | K apply -f - >/dev/null
+  start containerd "$bin/containerd" --config "$d/containerd.toml"
+  for _ in $(seq 50); do "$bin/ctr" --address "$sock" version >/dev/null 2>&1 && break; sleep 0.2; done
+  local archive
+  for archive in "$cache"/images/*.oci.tar; do
+    "$bin/ctr" --address "$sock" -n k8s.io images import "$archive" >/dev/null
+  done
+  local kc=$bed/data/kube/admin.kubeconfig
+  start kube-scheduler "$bin/kube-scheduler" --kubeconfig="$kc" --authentication-kubeconfig="$kc" \
+    --authorization-kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0
+  local kcm=$cache/kubernetes-$KUBERNETES_VERSION/bin/kube-controller-manager
+  start kube-controller-manager-workloads "$kcm" --kubeconfig="$kc" --authentication-kubeconfig="$kc" \
+    --authorization-kubeconfig="$kc" --controllers=deployment,replicaset,root-ca-cert-publisher \
+    --root-ca-file="$pki/ca.crt" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0
+  start kubelet "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
+    --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" --hostname-override "$NODE" --node-ip 127.0.0.1
+  K wait --for=condition=Ready "node/$NODE" --timeout=90s >/dev/null || die "node $NODE not Ready (see $d/kubelet.log)"
+  log "node $NODE Ready; images: $(ls "$cache"/images/*.oci.tar | xargs -n1 basename | tr '\n' ' ')"
+}
+
+down() {
+  if alive kubelet; then
+    K delete deployment,replicaset,pod --all -A --grace-period=1 --wait=false >/dev/null 2>&1 || true
+    for _ in $(seq 60); do
+      [ "$("$bin/ctr" --address "$sock" -n k8s.io tasks ls -q 2>/dev/null | wc -l)" = 0 ] && break; sleep 1
+    done
+  fi
+  stop kubelet
+  stop kube-controller-manager-workloads
+  stop kube-scheduler
+  if alive containerd; then
+    local t c
+    for t in $("$bin/ctr" --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
+      "$bin/ctr" --address "$sock" -n k8s.io tasks kill -s SIGKILL "$t" 2>/dev/null || true
+      sleep 0.5; "$bin/ctr" --address "$sock" -n k8s.io tasks delete "$t" 2>/dev/null || true
+    done
+    for c in $("$bin/ctr" --address "$sock" -n k8s.io containers ls -q 2>/dev/null); do
+      "$bin/ctr" --address "$sock" -n k8s.io containers delete "$c" 2>/dev/null || true
+    done
+  fi
+  stop containerd
+  # What pods leave on the host: mounts under the node's directory, CNI network namespaces, the bridge, cgroups.
+  grep -o " $d/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+  local ns ctl
+  for ns in /run/netns/cni-*; do [ -e "$ns" ] && { umount "$ns" 2>/dev/null; rm -f "$ns"; }; done
+  ip link show kpobr0 >/dev/null 2>&1 && ip link del kpobr0
+  for ctl in /sys/fs/cgroup/*/; do
+    [ -d "$ctl/kubepods" ] && find "$ctl/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null
+  done
+  K delete node "$NODE" --wait=false >/dev/null 2>&1 || true
+  rm -rf "$d"
+  log "node stopped"
+}
+
+case "${1:-}" in
+  up) mkdir -p "$d"; up ;;
+  down) down ;;
+  *) die "usage: node.sh up|down" ;;
+esac
