@@ -20,6 +20,8 @@ bed=${KPO_TESTBED_DIR:-$repo/.testbed}
 d=$bed/node
 pki=$bed/data/kube/pki
 NODE=kpo-node
+# The node's address: the pod bridge's gateway (kubelet refuses a loopback node IP); made before the first pod is.
+NODE_IP=10.244.78.1
 sock=$d/containerd/containerd.sock
 kubectl=$cache/kubernetes-$KUBERNETES_VERSION/bin/kubectl
 K() { "$kubectl" --kubeconfig "$bed/data/kube/admin.kubeconfig" "$@"; }
@@ -55,7 +57,7 @@ EOF
   sed -e "s#/work/scratch/node/manifests-cluster#$d/manifests#" \
       -e "s#/work/scratch/node/state/containerd/containerd.sock#$sock#g" \
       -e "s#/work/scratch/node/state/pod-logs#$d/pod-logs#" -e "s#/work/scratch/node/cp/pki/ca.crt#$pki/ca.crt#" \
-      -e "s#^address: .*#address: 127.0.0.1#" "$here/kubelet-cluster.yaml" > "$d/kubelet.yaml"
+      -e "s#^address: .*#address: $NODE_IP#" "$here/kubelet-cluster.yaml" > "$d/kubelet.yaml"
   if [ ! -f "$d/pki/kubelet.crt" ]; then
     (cd "$d/pki" && openssl req -newkey rsa:2048 -nodes -keyout kubelet.key -out kubelet.csr \
         -subj "/O=system:nodes/CN=system:node:$NODE" >/dev/null 2>&1 \
@@ -80,6 +82,9 @@ up() {
   [ -f "$bed/data/kube/admin.kubeconfig" ] || die "the test bed is not up (make testbed-up)"
   export PATH=$bin:$PATH  # containerd finds its runc shim on PATH
   write_config
+  if ! ip link show kpobr0 >/dev/null 2>&1; then
+    ip link add kpobr0 type bridge && ip addr add "$NODE_IP/24" dev kpobr0 && ip link set kpobr0 up
+  fi
   # The Node authorizer is not on: the node's identity gets the built-in system:node role through RBAC instead.
   K create clusterrolebinding kpo-node --clusterrole=system:node --group=system:nodes --dry-run=client -o yaml \
     | K apply -f - >/dev/null
@@ -94,10 +99,11 @@ up() {
     --authorization-kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0
   local kcm=$cache/kubernetes-$KUBERNETES_VERSION/bin/kube-controller-manager
   start kube-controller-manager-workloads "$kcm" --kubeconfig="$kc" --authentication-kubeconfig="$kc" \
-    --authorization-kubeconfig="$kc" --controllers=deployment,replicaset,root-ca-cert-publisher \
+    --authorization-kubeconfig="$kc" --controllers=deployment,replicaset,root-ca-cert-publisher,node-lifecycle-controller \
     --root-ca-file="$pki/ca.crt" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0
   start kubelet "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
-    --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" --hostname-override "$NODE" --node-ip 127.0.0.1
+    --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" --hostname-override "$NODE" --node-ip "$NODE_IP"
+  for _ in $(seq 60); do K get node "$NODE" >/dev/null 2>&1 && break; sleep 0.5; done
   K wait --for=condition=Ready "node/$NODE" --timeout=90s >/dev/null || die "node $NODE not Ready (see $d/kubelet.log)"
   log "node $NODE Ready; images: $(ls "$cache"/images/*.oci.tar | xargs -n1 basename | tr '\n' ' ')"
 }
