@@ -102,10 +102,17 @@ def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int |
     resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
         op("leader.replication.throttled.replicas", "*" if rate is not None else "", incremental_operation=kind),
         op("follower.replication.throttled.replicas", "*" if rate is not None else "", incremental_operation=kind)]))
-    # librdkafka sends BROKER resources to that broker, so it takes one per call.
+    # librdkafka sends BROKER resources to that broker, so it takes one per call. A broker just restarted (a test
+    # killed it) may not answer the client's first request while it reconnects: the change is idempotent, so retry.
     for resource in resources:
-        for future in admin.incremental_alter_configs([resource]).values():
-            future.result(timeout=30)
+        for attempt in range(3):
+            try:
+                for future in admin.incremental_alter_configs([resource]).values():
+                    future.result(timeout=30)
+                break
+            except (TimeoutError, KafkaException):
+                if attempt == 2:
+                    raise
 
 
 def broker_rate(admin: AdminClient, broker: int, key: str = "leader.replication.throttled.rate") -> str | None:
