@@ -14,9 +14,9 @@ import pytest
 from kpo.domain.clock import parse_rfc3339, rfc3339, utcnow
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
-from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import decide_observing, invalid_outcome, not_authorized_outcome, unavailable_outcome
-from kpo.resources.shell import kafka_refusals_retried, parse_and_connect
+from kpo.resources.shell import _Unreachable, kafka_refusals_retried, parse_and_connect
 from kpo.resources.topic_partition_count.spec import parse_spec
 
 VALID = {"topic": "orders", "partitions": 12}
@@ -149,3 +149,9 @@ def test_each_need_is_observed_once_then_decided_again() -> None:
 def test_a_decision_that_keeps_asking_for_what_it_was_given_fails_loudly() -> None:
     with pytest.raises(AssertionError, match="still needs"):
         decide_observing(lambda seen: Asked(frozenset({"x"}), seen), (), {"x": lambda seen: seen})
+
+
+def test_a_kafka_client_that_could_not_be_made_fails_only_when_called() -> None:
+    unreachable = _Unreachable("cannot connect to Kafka: Secret kafka-kpo not found")
+    with pytest.raises(KafkaUnavailable, match="Secret kafka-kpo"):
+        unreachable.list_reassignments()

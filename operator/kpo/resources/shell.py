@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import kopf
 from pydantic import ValidationError
@@ -40,7 +40,7 @@ from kpo.domain.conditions import STALLED, Event
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
 from kpo.k8s.outage import namespace_terminating
-from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import Outcome, RetryLater, invalid_outcome, not_authorized_outcome
 from kpo.runtime import OperatorContext
 
@@ -317,6 +317,9 @@ def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: 
             kafka = context.kafka(parsed.cluster_ref)
         except (ValidationError, KeyError):
             return  # nothing can have been started for a spec that never parsed or a cluster that is not configured
+        except Exception as exc:  # e.g. its credentials' Secret is gone
+            # Letting go may not need Kafka at all (deletionPolicy Orphan, nothing ever sent): only a call fails.
+            kafka = cast(KafkaAdmin, _Unreachable(f"cannot connect to Kafka: {exc}"))
         try:
             events = kind.release(Tick(body=body, spec=parsed, kafka=kafka, context=context, now=utcnow(),
                                        index=_index(kind, kwargs)))
@@ -326,6 +329,18 @@ def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: 
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
     for event in events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+class _Unreachable:
+    """A Kafka client that could not be made: every call says so, as a lost connection would."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __getattr__(self, name: str) -> Any:
+        def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+            raise KafkaUnavailable(self.why)
+        return unavailable
 
 
 def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
