@@ -9,21 +9,22 @@
 # Both stand on the same pinned Python base, so the planner that runs in a SparkApplication is byte for byte the one
 # the operator runs locally. Base images are pinned by exact tag; pin them by digest in your own registry mirror.
 
+# The test bed builds on a debootstrapped Debian bookworm with Python 3.11 (testbed/provision.sh node): no image can be
+# pulled there. Users keep the public base.
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
-# Only the Spark-on-Kubernetes entry point scripts come from here (driver and executor start-up, decommissioning):
-# Spark itself is the pyspark wheel, the same version the operator uses.
-ARG SPARK_IMAGE=spark:4.0.0-scala2.13-java17-ubuntu
 
 # --------------------------------------------------------------------------------------------------------- build
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-# requirements.lock pins every runtime package, with hashes, to the versions make test ran with.
-COPY pyproject.toml README.md requirements.lock ./
-COPY operator ./operator
+# requirements.lock pins every runtime package, with hashes, to the versions make test ran with. Installed before the
+# source is copied, so a change to kpo alone rebuilds one small layer.
+COPY requirements.lock ./
 RUN python -m venv /opt/kpo \
- && /opt/kpo/bin/pip install --require-hashes -r requirements.lock \
- && /opt/kpo/bin/pip install --no-deps . \
+ && /opt/kpo/bin/pip install --require-hashes -r requirements.lock
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+RUN /opt/kpo/bin/pip install --no-deps . \
  && ln -s "$(/opt/kpo/bin/python -c 'import kpo.planner, pathlib; print(pathlib.Path(kpo.planner.__file__).parent / "job.py")')" \
           /opt/kpo/planner-job.py
 
@@ -58,11 +59,10 @@ ENTRYPOINT ["python", "-m", "kpo"]
 
 # ----------------------------------------------------------------------------------------------------- planner
 # For SparkApplications (sparkoperator.k8s.io/v1beta2): mainApplicationFile local:///opt/kpo/planner-job.py.
-# The Spark operator starts driver and executor pods with Spark's entry point script; SPARK_HOME is the pyspark wheel.
-FROM ${SPARK_IMAGE} AS spark-scripts
-
+# Spark starts driver and executor pods with this image's entry point (kpo's own: docker/spark-entrypoint.sh), and
+# SPARK_HOME is the pyspark wheel, so the Spark that plans in a SparkApplication is the one that plans locally.
 FROM runtime AS planner
-COPY --from=spark-scripts /opt/entrypoint.sh /opt/decom.sh /opt/
+COPY docker/spark-entrypoint.sh /opt/entrypoint.sh
 ENV SPARK_HOME=/opt/kpo/lib/python3.11/site-packages/pyspark
 WORKDIR /tmp
 USER 10001:10001

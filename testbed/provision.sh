@@ -3,7 +3,10 @@
 # kube-controller-manager, kubectl and helm (Go module proxy). Everything lands in a cache outside the repository,
 # keyed by version, so a second run only checks that the binaries are there.
 #
-#   testbed/provision.sh [all|kafka|k8s|etcd|helm]
+#   testbed/provision.sh [all|kafka|k8s|etcd|helm|node]
+#
+# `node` (part of `all`): containerd, kubelet and kube-scheduler, the pause image, a Debian base image and kpo's
+# operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
 set -euo pipefail
@@ -107,13 +110,33 @@ provision_kafka() {
   touch "$kafka_dir/.complete"
 }
 
-# ----------------------------------------------------------------------------------------- the node (issue 14)
-# Not part of `all` yet: what a real node needs — containerd and kubelet from the Go module proxy, a pause image and
-# a Debian bookworm base image made here (no image can be pulled), the operator image built from the Dockerfile with
-# buildah. Worked out by hand first (testbed/node/README.md); kpo_testbed does not start a node yet.
+# ------------------------------------------------------------------------------------------------------ the node
+# What a real node needs: containerd and kubelet from the Go module proxy, a pause image and a Debian bookworm base
+# image made here (no image can be pulled), the operator and planner images built from the Dockerfile with buildah.
 node_dir=$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION
 images_dir=$cache/images
 export CONTAINERS_STORAGE_CONF=$cache/containers-storage.conf BUILDAH_ISOLATION=chroot
+
+# Debian packages the node needs: installed here when missing and we may (root with apt-get), named otherwise.
+provision_node_packages() {
+  local missing=() p
+  command -v buildah >/dev/null 2>&1 || missing+=(buildah)
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  [ -x /usr/sbin/runc ] || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  [ ${#missing[@]} = 0 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "apt-get install ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null       || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+             --no-install-recommends "${missing[@]}" >/dev/null; } \
+      || die "apt-get install ${missing[*]} failed: Debian's package mirror must be reachable"
+  else
+    for p in "${missing[@]}"; do log "missing Debian package: $p"; done
+    die "the node needs root and these Debian packages: ${missing[*]}"
+  fi
+}
 
 provision_node_bins() {
   local b missing=0
@@ -174,28 +197,43 @@ provision_images() {
       --cmd '["python3"]' --os linux --arch amd64 "$c"
     buildah commit -q --rm "$c" localhost/debian-python:bookworm >/dev/null
   fi
-  # The operator image, from the committed tree (git archive HEAD: never a half-edited working tree), keyed by the
-  # tree of what the image copies.
-  local repo key operator
+  # The operator and planner images, from the committed tree (git archive HEAD: never a half-edited working tree),
+  # keyed by the trees of what the images copy. Older archives of kpo's images go: the node imports every archive.
+  local repo key target
   repo=$(cd "$here/.." && pwd)
-  key=$(cd "$repo" && git rev-parse "HEAD:operator" "HEAD:Dockerfile" "HEAD:requirements.lock" "HEAD:pyproject.toml" | sha256sum | cut -c1-12)
-  operator=$(image_archive operator "$key")
-  if [ ! -f "$operator" ]; then
-    local src; src=$(mktemp -d "$cache/operator-src.XXXX")
-    (cd "$repo" && git archive HEAD) | tar -x -C "$src"
-    log "buildah bud --target operator (first time: about 3 minutes)"
-    # The host's pip configuration and CA bundle go in for the build only, for machines that reach PyPI through a
-    # proxy (as this one does); the image keeps neither.
-    local mounts=()
-    [ -f /etc/pip.conf ] && mounts+=(-v /etc/pip.conf:/etc/pip.conf:ro)
-    [ -f /etc/ssl/certs/ca-certificates.crt ] && mounts+=(-v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro)
+  key=$(cd "$repo" && git rev-parse HEAD:operator HEAD:Dockerfile HEAD:requirements.lock HEAD:pyproject.toml \
+          HEAD:docker | sha256sum | cut -c1-12)
+  for target in operator planner; do
+    [ -f "$(image_archive "$target" "$key")" ] || { build_kpo_images "$repo" "$key"; break; }
+  done
+  find "$images_dir" -maxdepth 1 \( -name 'operator-*.oci.tar' -o -name 'planner-*.oci.tar' \) \
+    ! -name "*-$key.oci.tar" -delete
+  echo "$key" > "$images_dir/kpo-image-tag"
+}
+
+build_kpo_images() {  # repo key
+  local repo=$1 key=$2 src target
+  src=$(mktemp -d "$cache/kpo-src.XXXX")
+  (cd "$repo" && git archive HEAD) | tar -x -C "$src"
+  # The host's pip configuration and CA bundle go in for the build only, for machines that reach PyPI through a
+  # proxy (as this one does); the images keep neither.
+  local mounts=()
+  [ -f /etc/pip.conf ] && mounts+=(-v /etc/pip.conf:/etc/pip.conf:ro)
+  [ -f /etc/ssl/certs/ca-certificates.crt ] && mounts+=(-v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro)
+  for target in operator planner; do
+    log "buildah bud --target $target (first time: about 4 minutes; then the cached layers)"
     buildah bud -q --isolation=chroot --network=host --layers "${mounts[@]}" \
-      --build-arg PYTHON_IMAGE=localhost/debian-python:bookworm --target operator -t "localhost/kpo/operator:$key" \
-      -f "$src/Dockerfile" "$src" >/dev/null || die "buildah bud of the operator image failed (see above)"
-    buildah push -q --disable-compression "localhost/kpo/operator:$key" \
-      "oci-archive:$operator:localhost/kpo/operator:$key"
-    rm -rf "$src"
-  fi
+      --build-arg PYTHON_IMAGE=localhost/debian-python:bookworm --target "$target" -t "localhost/kpo/$target:$key" \
+      -f "$src/Dockerfile" "$src" >/dev/null || die "buildah bud of the $target image failed (see above)"
+    rm -f "$(image_archive "$target" "$key")"
+    buildah push -q --disable-compression "localhost/kpo/$target:$key" \
+      "oci-archive:$(image_archive "$target" "$key"):localhost/kpo/$target:$key"
+  done
+  rm -rf "$src"
+  # Earlier builds' tags and the layers only they used.
+  buildah images --format '{{.Name}}:{{.Tag}}' | grep -E '^localhost/kpo/(operator|planner):' \
+    | grep -v ":$key\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
+  buildah rmi --prune >/dev/null 2>&1 || true
 }
 
 what=${1:-all}
@@ -204,8 +242,9 @@ case "$what" in
   k8s) provision_k8s ;;
   etcd) provision_etcd ;;
   helm) provision_helm ;;
-  all) provision_kafka; provision_etcd; provision_helm; provision_k8s ;;
-  node) provision_node_bins; provision_images ;;
+  all) provision_kafka; provision_etcd; provision_helm; provision_k8s; provision_node_packages; provision_node_bins
+       provision_images ;;
+  node) provision_node_packages; provision_node_bins; provision_images ;;
   *) die "unknown component '$what' (all, kafka, k8s, etcd, helm, node)" ;;
 esac
 echo "$cache"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def dockerignore_excludes(path: str) -> bool:
 
 def test_base_images_are_pinned_to_an_exact_version() -> None:
     args = {m.group(1): m.group(2) for m in re.finditer(r"^ARG (\w+_IMAGE)=(\S+)$", DOCKERFILE.read_text(), re.M)}
-    assert set(args) == {"PYTHON_IMAGE", "SPARK_IMAGE"}
+    assert set(args) == {"PYTHON_IMAGE"}
     for image in args.values():
         _, _, tag = image.partition(":")
         assert "@sha256:" in image or re.match(r"^\d+\.\d+\.\d+", tag), f"{image} is not pinned"
@@ -151,6 +152,31 @@ def test_spark_home_matches_the_python_of_the_base_image() -> None:
     assert f"/opt/kpo/lib/python{version.group(1)}/site-packages/pyspark" in text
 
 
+
+def test_the_spark_version_of_a_spark_application_is_the_pyspark_in_the_lock() -> None:
+    from kpo.config import SparkApplicationSettings  # noqa: PLC0415
+
+    locked = pinned(ROOT / "requirements.lock")["pyspark"]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert SparkApplicationSettings().spark_version == locked
+    assert values["planner"]["sparkApplication"]["sparkVersion"] == locked
+
+
+def test_the_planner_entry_point_starts_spark_drivers_and_executors_the_way_spark_asks() -> None:
+    script = (ROOT / "docker" / "spark-entrypoint.sh").read_text()
+    assert subprocess.run(["bash", "-n", str(ROOT / "docker" / "spark-entrypoint.sh")], check=False).returncode == 0
+    # What Spark's Kubernetes scheduler passes: the driver's bind address, the executor's settings (Spark 4's
+    # BasicExecutorFeatureStep), and the executor backend class it expects to run.
+    for name in ("SPARK_DRIVER_BIND_ADDRESS", "SPARK_DRIVER_URL", "SPARK_EXECUTOR_ID", "SPARK_EXECUTOR_CORES",
+                 "SPARK_APPLICATION_ID", "SPARK_EXECUTOR_POD_IP", "SPARK_RESOURCE_PROFILE_ID",
+                 "SPARK_EXECUTOR_POD_NAME", "SPARK_EXECUTOR_MEMORY"):
+        assert name in script
+    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in script
+    planner = [rest for stage, word, rest in instructions() if stage == "planner" and word in ("COPY", "ENTRYPOINT")]
+    assert "docker/spark-entrypoint.sh /opt/entrypoint.sh" in planner
+    assert '["/opt/entrypoint.sh"]' in planner
+
+
 # The lock files: what make, CI and the images install is exactly what was tested.
 
 LOCK_LINE = re.compile(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)")
@@ -184,5 +210,7 @@ def test_make_and_the_image_install_the_locks_with_hashes() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "--require-hashes -r requirements-dev.lock" in makefile
     build = [args for stage, word, args in instructions() if stage == "build" and word == "RUN"]
-    assert any("--require-hashes -r requirements.lock" in args and "--no-deps ." in args for args in build)
+    # The locked dependencies first, then kpo itself without letting pip resolve anything else.
+    assert "--require-hashes -r requirements.lock" in build[0]
+    assert all("pip install" not in args or "--require-hashes" in args or "--no-deps" in args for args in build)
     assert not dockerignore_excludes("requirements.lock")

@@ -118,7 +118,7 @@ class SparkApplicationSettings(_Model):
     namespace: str = Field(default="", description="Where SparkApplications are created; empty: the CR's namespace.")
     image: str = "kpo/planner:0.1.0"
     image_pull_policy: str = "IfNotPresent"
-    spark_version: str = "4.0.0"
+    spark_version: str = "4.3.0"  # the pyspark wheel in requirements.lock (a unit test keeps them equal)
     main_application_file: str = "local:///opt/kpo/planner-job.py"
     service_account: str = "kpo-planner"
     driver: ResourcesSpec = ResourcesSpec()
