@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.kube_support import Resources, install_crds
 from e2e.operator_support import OperatorProcess, operator_env
 from kpo.kafka.client import ROUTE_AROUND_DEAD_NODES
-from kpo_testbed import Testbed
+from kpo_testbed import Testbed, node
 from kpo_testbed.kafka import LIMITED_USER, SCRAM_MECHANISM
 from kpo_testbed.paths import REPO_ROOT
 
@@ -46,6 +46,17 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         yield bed
     finally:
         bed.down()
+
+
+@pytest.fixture(scope="session")
+def node_images(testbed: Testbed) -> Iterator[node.NodeImages]:
+    """The test bed's real node (containerd, kubelet, scheduler, workload controllers), attached for the tests that
+    run pods, with kpo's operator and planner images imported; stopped at the end if this session attached it."""
+    images = node.NodeImages.built()
+    started = node.up(testbed.state_dir)
+    yield images
+    if started:
+        node.down(testbed.state_dir)
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,12 @@ from kpo_testbed.paths import REPO_ROOT
 
 
 class OperatorProcess:
-    def __init__(self, env: dict[str, str], log_path: Path, namespaces: list[str] | None = None) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, namespaces: list[str] | None = None,
+                 umask: int = -1) -> None:
         self.env = env
+        # -1: inherit. 0 when pods of another user must write into what this (root) process creates, as the Spark
+        # driver of a SparkApplication writes its plan into the work directory on a hostPath volume.
+        self.umask = umask
         self.namespaces = namespaces or []
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
@@ -31,7 +35,7 @@ class OperatorProcess:
         log.flush()
         watch = [arg for ns in self.namespaces for arg in ("--namespace", ns)]
         self.proc = subprocess.Popen([sys.executable, "-m", "kpo", "--liveness", "", "--metrics-port", "0", *watch],
-                                     env=self.env, cwd=REPO_ROOT,
+                                     env=self.env, cwd=REPO_ROOT, umask=self.umask,
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         time.sleep(1.0)

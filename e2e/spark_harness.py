@@ -1,10 +1,15 @@
-"""A stand-in for the Kubeflow Spark Operator, the one stand-in of the test bed.
+"""A stand-in for the Kubeflow Spark Operator, the one stand-in of the test bed (its Go module cannot be had here).
 
-The Spark Operator cannot run here (it starts driver pods, and there is no kubelet). This harness plays its part
-faithfully enough for kpo: it watches SparkApplications, runs each one's real job with the real ``spark-submit`` in
-local mode (``spec.mainApplicationFile`` and ``spec.arguments``, the driver memory and ``sparkConf`` from the spec),
-and writes the status the way the Spark Operator does: ``applicationState.state`` SUBMITTED -> RUNNING ->
-COMPLETED | FAILED (with ``errorMessage``), ``driverInfo``, ``sparkApplicationId``, attempts and times.
+It does the Spark Operator's job the Spark Operator's way: it watches SparkApplications and submits each with the
+real ``spark-submit --master k8s://... --deploy-mode cluster``, using the application's image, driver and executor
+resources, ServiceAccount, labels, ``sparkConf`` and ``arguments``. Spark then makes the driver pod on the test
+bed's node, and the driver makes the executor pods. The stand-in follows the driver pod and writes the status the
+way the Spark Operator does: ``applicationState.state`` SUBMITTED -> RUNNING -> COMPLETED | FAILED (with
+``errorMessage``), ``driverInfo``, ``executorState``, ``sparkApplicationId``, attempts and times.
+
+Two facts of the test bed, not of kpo, are added to every submission: the driver runs on the host network (the test
+bed has no kube-proxy or cluster DNS, and the API server listens on loopback), and CPU requests are small (the node
+has two cores). Executors stay on the pod network and reach the driver at the node's address.
 """
 
 from __future__ import annotations
@@ -14,32 +19,86 @@ import fnmatch
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from kpo.planner.runner import pyspark_home
-from kpo_testbed.paths import REPO_ROOT
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 CRD_FILE = Path(__file__).resolve().parent / "sparkoperator" / "sparkapplication-crd.yaml"
+TESTBED_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.kubernetes.driver.request.cores": "100m",
+    "spark.kubernetes.executor.request.cores": "100m",
+    "spark.kubernetes.submission.waitAppCompletion": "false",
+}
+FINISHED = {"Succeeded": "COMPLETED", "Failed": "FAILED"}
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def submit_argv(app: dict[str, Any], master: str, driver_template: Path) -> list[str]:
+    """The spark-submit command the Spark Operator would run for ``app`` (cluster mode, on Kubernetes)."""
+    meta, spec = app["metadata"], app["spec"]
+    driver, executor = spec.get("driver") or {}, spec.get("executor") or {}
+    conf: dict[str, str] = {
+        "spark.kubernetes.namespace": meta["namespace"],
+        "spark.kubernetes.container.image": spec["image"],
+        "spark.kubernetes.container.image.pullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
+        "spark.kubernetes.driver.pod.name": f"{meta['name']}-driver",
+        "spark.kubernetes.driver.podTemplateFile": str(driver_template),
+        "spark.kubernetes.driver.master": master,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": driver.get("serviceAccount", "default"),
+        "spark.kubernetes.submission.appName": meta["name"],
+        "spark.driver.cores": str(driver.get("cores", 1)),
+        "spark.driver.memory": str(driver.get("memory", "1g")),
+        "spark.executor.instances": str(executor.get("instances", 1)),
+        "spark.executor.cores": str(executor.get("cores", 1)),
+        "spark.executor.memory": str(executor.get("memory", "1g")),
+        **{f"spark.kubernetes.driver.label.{k}": str(v) for k, v in (driver.get("labels") or {}).items()},
+        **{f"spark.kubernetes.executor.label.{k}": str(v) for k, v in (executor.get("labels") or {}).items()},
+        "spark.kubernetes.driver.label.sparkoperator.k8s.io/app-name": meta["name"],
+        "spark.kubernetes.executor.label.sparkoperator.k8s.io/app-name": meta["name"],
+        **TESTBED_CONF,
+        **{str(k): str(v) for k, v in (spec.get("sparkConf") or {}).items()},
+    }
+    return [str(pyspark_home() / "bin" / "spark-submit"), "--master", f"k8s://{master}", "--deploy-mode", "cluster",
+            "--name", meta["name"], *[arg for k, v in sorted(conf.items()) for arg in ("--conf", f"{k}={v}")],
+            str(spec["mainApplicationFile"]), *[str(a) for a in spec.get("arguments") or []]]
+
+
+def driver_template(app: dict[str, Any]) -> dict[str, Any]:
+    """The driver's pod template: owned by the SparkApplication (so deleting it collects the pods, as with the Spark
+    Operator), and on the host network (a test bed fact, see the module docstring)."""
+    meta = app["metadata"]
+    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SparkApplication", "name": meta["name"],
+             "uid": meta["uid"], "controller": True}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"ownerReferences": [owner]},
+            "spec": {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "containers": [{"name": "driver"}]}}
+
+
 class SparkOperatorHarness:
-    def __init__(self, api: client.ApiClient, namespace_pattern: str) -> None:
+    def __init__(self, api: client.ApiClient, namespace_pattern: str, kubeconfig: Path) -> None:
         self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.master = str(api.configuration.host)
+        self.kubeconfig = kubeconfig
         self.pattern = namespace_pattern
         self.runs: list[str] = []
+        self.executor_pods: dict[str, set[str]] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="spark-operator-harness", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="spark-operator-stand-in", daemon=True)
         self._seen: set[str] = set()
+        self._scratch = Path(tempfile.mkdtemp(prefix="spark-operator-"))
 
     def start(self) -> None:
         self._thread.start()
@@ -71,38 +130,85 @@ class SparkOperatorHarness:
             finally:
                 stream.stop()
 
-    def _status(self, app: dict[str, Any], status: dict[str, Any]) -> None:
+    def _status(self, app: dict[str, Any], status: dict[str, Any]) -> bool:
         meta = app["metadata"]
         try:
             self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, meta["namespace"], PLURAL,
                                                               meta["name"], {"status": status})
         except ApiException as exc:
-            if exc.status != 404:  # the application (or its owner) is gone: nothing to report to
+            if exc.status != 404:
                 raise
+            return False  # the application (or its owner) is gone: nothing to report to
+        return True
 
     def _run(self, app: dict[str, Any]) -> None:
-        meta, spec = app["metadata"], app["spec"]
-        self.runs.append(f"{meta['namespace']}/{meta['name']}")
+        meta = app["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        self.runs.append(key)
+        template = self._scratch / f"{meta['uid']}-driver.yaml"
+        template.write_text(yaml.safe_dump(driver_template(app)))
         submitted = _now()
-        self._status(app, {"applicationState": {"state": "SUBMITTED"}, "submissionAttempts": 1,
-                           "lastSubmissionAttemptTime": submitted})
-        main_file = str(spec["mainApplicationFile"]).removeprefix("local://")
-        conf = {"spark.ui.enabled": "false", **{str(k): str(v) for k, v in (spec.get("sparkConf") or {}).items()}}
-        argv = [str(pyspark_home() / "bin" / "spark-submit"), "--master", "local[2]",
-                "--driver-memory", str((spec.get("driver") or {}).get("memory", "1g")),
-                *[arg for k, v in sorted(conf.items()) for arg in ("--conf", f"{k}={v}")],
-                main_file, *[str(a) for a in spec.get("arguments") or []]]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-               "PYTHONPATH": str(REPO_ROOT / "operator")}
-        app_id = f"spark-{meta['uid'][:8]}"
-        self._status(app, {"applicationState": {"state": "RUNNING"}, "sparkApplicationId": app_id,
-                           "driverInfo": {"podName": f"{meta['name']}-driver",
-                                          "webUIServiceName": f"{meta['name']}-ui-svc"},
-                           "executionAttempts": 1, "lastSubmissionAttemptTime": submitted})
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=1800)
-        state: dict[str, Any] = {"state": "COMPLETED" if done.returncode == 0 else "FAILED"}
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYSPARK_PYTHON": sys.executable}
+        done = subprocess.run(submit_argv(app, self.master, template), env=env, capture_output=True, text=True,
+                              check=False, timeout=300)
         if done.returncode != 0:
             lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-            state["errorMessage"] = "\n".join(lines[-8:]) or f"driver exited with code {done.returncode}"
-        self._status(app, {"applicationState": state, "terminationTime": _now(),
-                           "driverInfo": {"podName": f"{meta['name']}-driver"}, "sparkApplicationId": app_id})
+            self._status(app, {"applicationState": {"state": "FAILED", "errorMessage": "spark-submit failed: "
+                                                    + "\n".join(lines[-8:])},
+                               "submissionAttempts": 1, "lastSubmissionAttemptTime": submitted,
+                               "terminationTime": _now()})
+            return
+        driver = f"{meta['name']}-driver"
+        if not self._status(app, {"applicationState": {"state": "SUBMITTED"}, "submissionAttempts": 1,
+                                  "lastSubmissionAttemptTime": submitted, "driverInfo": {"podName": driver}}):
+            return
+        self._follow(app, driver, submitted)
+
+    def _follow(self, app: dict[str, Any], driver: str, submitted: str) -> None:
+        """Poll the driver pod (and its executors) until the driver finishes, as the Spark Operator's pod watch."""
+        meta = app["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        executors: dict[str, str] = {}
+        deadline = time.monotonic() + 1800
+        reported = ""
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                pod = self.core.read_namespaced_pod(driver, meta["namespace"])
+                for ex in self.core.list_namespaced_pod(
+                        meta["namespace"], label_selector=f"spark-role=executor,"
+                        f"sparkoperator.k8s.io/app-name={meta['name']}").items:
+                    executors[ex.metadata.name] = str(ex.status.phase).upper()
+            except ApiException as exc:
+                if exc.status == 404 and reported:
+                    return  # deleted with its SparkApplication
+                time.sleep(1)
+                continue
+            self.executor_pods.setdefault(key, set()).update(executors)
+            phase = str(pod.status.phase)
+            app_id = (pod.metadata.labels or {}).get("spark-app-selector", "")
+            if phase in FINISHED:
+                state: dict[str, Any] = {"state": FINISHED[phase]}
+                if phase == "Failed":
+                    state["errorMessage"] = self._driver_error(pod)
+                self._status(app, {"applicationState": state, "terminationTime": _now(), "sparkApplicationId": app_id,
+                                   "driverInfo": {"podName": driver}, "executorState": executors})
+                return
+            if phase == "Running" and reported != "RUNNING":
+                reported = "RUNNING"
+                if not self._status(app, {"applicationState": {"state": "RUNNING"}, "sparkApplicationId": app_id,
+                                          "driverInfo": {"podName": driver}, "executionAttempts": 1,
+                                          "lastSubmissionAttemptTime": submitted}):
+                    return
+            elif executors and reported == "RUNNING":
+                self._status(app, {"executorState": executors})
+            reported = reported or "SUBMITTED"
+            time.sleep(0.5)
+
+    @staticmethod
+    def _driver_error(pod: client.V1Pod) -> str:
+        for status in pod.status.container_statuses or []:
+            ended = status.state.terminated if status.state else None
+            if ended is not None:
+                return (f"driver container exited with code {ended.exit_code} ({ended.reason})"
+                        + (f": {ended.message.strip()}" if ended.message else ""))
+        return f"driver pod {pod.metadata.name} failed: {pod.status.reason or pod.status.message or 'no reason'}"

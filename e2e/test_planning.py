@@ -1,6 +1,7 @@
 """Generated plans on the real cluster (issue 7): Planning -> Proposed -> approved -> Succeeded, through the local
-backend and through SparkApplications (run by the Spark Operator stand-in), a failing job, and a re-plan when the
-cluster changed before the approval."""
+backend and through SparkApplications (submitted by the Spark Operator stand-in in cluster mode: the driver and the
+executors are pods on the test bed's node, from the planner image), a failing job, and a re-plan when the cluster
+changed before the approval."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.conftest import SESSION
 from e2e.kafka_support import create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources, wait_until
+from e2e.node_support import PLANNER_ACCOUNT, planner_service_account, work_volume_conf
 from e2e.operator_support import OperatorProcess, operator_env
 from e2e.reassignment_support import fill
 from e2e.spark_harness import CRD_FILE, GROUP, PLURAL, VERSION, SparkOperatorHarness
@@ -30,16 +32,19 @@ from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner
 from kpo.planner.workdir import read_output, write_input
 from kpo.resources.partition_reassignment.plan_reconciler import snapshot
 from kpo_testbed import Testbed
-from kpo_testbed.paths import REPO_ROOT
+from kpo_testbed.node import NodeImages
 
 KPR = "PartitionReassignment"
 SPARK_NAMESPACES = f"e2es-{SESSION}-*"
 FAILING_NAMESPACES = f"e2ef-{SESSION}-*"
-JOB_FILE = f"local://{REPO_ROOT / 'operator' / 'kpo' / 'planner' / 'job.py'}"
+IMAGE_JOB_FILE = "local:///opt/kpo/planner-job.py"
+# Small enough for the node's two cores and the JVM's start-up, big enough for the planner.
+SPARK_RESOURCES = {"driver": {"memory": "768m"}, "executor": {"instances": 2, "memory": "768m"}}
 
 
 @pytest.fixture(scope="module")
-def spark_harness(api_client: client.ApiClient) -> Iterator[SparkOperatorHarness]:
+def spark_harness(api_client: client.ApiClient, kubeconfig: Path, node_images: NodeImages
+                  ) -> Iterator[SparkOperatorHarness]:
     ext = client.ApiextensionsV1Api(api_client)
     crd = yaml.safe_load(CRD_FILE.read_text())
     try:
@@ -50,29 +55,39 @@ def spark_harness(api_client: client.ApiClient) -> Iterator[SparkOperatorHarness
     wait_until(lambda: any(c.type == "Established" and c.status == "True" for c in
                            ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
                30, "the SparkApplication CRD")
-    harness = SparkOperatorHarness(api_client, SPARK_NAMESPACES)
+    harness = SparkOperatorHarness(api_client, SPARK_NAMESPACES, kubeconfig)
     harness.start()
     yield harness
     harness.stop()
 
 
-def _operator(tmp: Path, kubeconfig: Path, bootstrap_servers: str, pattern: str, planner: dict[str, object]
-              ) -> OperatorProcess:
+def _operator(tmp: Path, kubeconfig: Path, bootstrap_servers: str, pattern: str, planner: dict[str, object],
+              umask: int = -1) -> OperatorProcess:
     config = tmp / "planner.yaml"
     config.write_text(yaml.safe_dump(planner))
     env = operator_env(kubeconfig, bootstrap_servers, {"KPO_PLANNER_CONFIG": str(config)})
-    return OperatorProcess(env, tmp / "operator.log", namespaces=[pattern])
+    return OperatorProcess(env, tmp / "operator.log", namespaces=[pattern], umask=umask)
+
+
+def _work_dir(tmp: Path) -> Path:
+    """A work directory the planner pods (uid 10001) can write in, though this session runs as root."""
+    work = tmp / "plans"
+    work.mkdir(mode=0o777)
+    work.chmod(0o777)
+    return work
 
 
 @pytest.fixture(scope="module")
 def spark_operator(spark_harness: SparkOperatorHarness, kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+                   node_images: NodeImages, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     tmp = tmp_path_factory.mktemp("spark-operator")
+    work = _work_dir(tmp)
     operator = _operator(tmp, kubeconfig, bootstrap_servers, SPARK_NAMESPACES, {
-        "backend": "sparkApplication", "workDir": str(tmp / "plans"),
-        "sparkApplication": {"mainApplicationFile": JOB_FILE, "serviceAccount": "kpo-planner",
-                             "driver": {"memory": "1g"}},
-    })
+        "backend": "sparkApplication", "workDir": str(work),
+        "sparkApplication": {"image": node_images.planner, "imagePullPolicy": "Never",
+                             "serviceAccount": PLANNER_ACCOUNT, **SPARK_RESOURCES,
+                             "sparkConf": work_volume_conf(work)},
+    }, umask=0)
     operator.start()
     yield operator
     operator.stop()
@@ -96,6 +111,7 @@ def _namespace(api_client: client.ApiClient, prefix: str) -> Iterator[Resources]
     core = client.CoreV1Api(api_client)
     name = f"{prefix}-{SESSION}-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    planner_service_account(api_client, name)
     yield Resources(api_client, name)
     core.delete_namespace(name)
 
@@ -220,8 +236,14 @@ def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient,
         app = apps[0]
         assert app["status"]["applicationState"]["state"] == "COMPLETED"
         assert app["metadata"]["ownerReferences"][0]["name"] == "drain"
-        assert app["spec"]["mainApplicationFile"] == JOB_FILE
-        assert f"{resources.namespace}/{app['metadata']['name']}" in spark_harness.runs
+        assert app["spec"]["mainApplicationFile"] == IMAGE_JOB_FILE
+        key = f"{resources.namespace}/{app['metadata']['name']}"
+        assert key in spark_harness.runs
+        # The driver and its executors were pods on the node: the driver finished, the executors were seen running.
+        driver = client.CoreV1Api(api_client).read_namespaced_pod(f"{app['metadata']['name']}-driver",
+                                                                  resources.namespace)
+        assert driver.status.phase == "Succeeded" and driver.spec.node_name == "kpo-node"
+        assert len(spark_harness.executor_pods.get(key, set())) >= 2, spark_harness.executor_pods
 
 
 def test_a_failing_job_is_reported_with_its_error(api_client: client.ApiClient, failing_operator: OperatorProcess,
@@ -240,14 +262,18 @@ def test_a_failing_job_is_reported_with_its_error(api_client: client.ApiClient, 
 
 def test_local_and_spark_application_backends_plan_the_same(testbed: Testbed, api_client: client.ApiClient,
                                                             spark_harness: SparkOperatorHarness,
-                                                            kafka_admin: AdminClient, bootstrap_servers: str,
-                                                            topic_name: str, tmp_path: Path) -> None:
+                                                            node_images: NodeImages, kafka_admin: AdminClient,
+                                                            bootstrap_servers: str, topic_name: str,
+                                                            tmp_path: Path) -> None:
     _spread_topic(kafka_admin, bootstrap_servers, topic_name)
     request = PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(3,), topics=(topic_name,))
     snap = snapshot(KafkaAdminAdapter(ConnectionSettings(bootstrap_servers)), request)
-    write_input(tmp_path / "input", request, snap.brokers, snap.partitions)
-    local = LocalSparkRunner(LocalSparkConfig(master="local[2]")).run(tmp_path / "input", tmp_path / "local")
+    work = _work_dir(tmp_path)
+    write_input(work / "input", request, snap.brokers, snap.partitions)
+    local = LocalSparkRunner(LocalSparkConfig(master="local[2]")).run(work / "input", tmp_path / "local")
     assert local.ok, local.message
+    (work / "spark").mkdir(mode=0o777)
+    (work / "spark").chmod(0o777)
     with _namespace(api_client, "e2es") as resources:
         owner = client.CoreV1Api(api_client).create_namespaced_config_map(
             resources.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner")))
@@ -255,13 +281,18 @@ def test_local_and_spark_application_backends_plan_the_same(testbed: Testbed, ap
                "metadata": {"name": "same-snapshot", "namespace": resources.namespace,
                             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
                                                  "uid": owner.metadata.uid}]},
-               "spec": {"type": "Python", "mainApplicationFile": JOB_FILE, "driver": {"memory": "1g"},
-                        "arguments": ["--input", str(tmp_path / "input"), "--output", str(tmp_path / "spark")]}}
+               "spec": {"type": "Python", "mode": "cluster", "image": node_images.planner,
+                        "imagePullPolicy": "Never", "mainApplicationFile": IMAGE_JOB_FILE,
+                        "sparkConf": work_volume_conf(work),
+                        "driver": {**SPARK_RESOURCES["driver"], "serviceAccount": PLANNER_ACCOUNT},
+                        "executor": SPARK_RESOURCES["executor"],
+                        "arguments": ["--input", str(work / "input"), "--output", str(work / "spark")]}}
         custom = client.CustomObjectsApi(api_client)
         custom.create_namespaced_custom_object(GROUP, VERSION, resources.namespace, PLURAL, app)
         assert wait_until(lambda: _finished(custom, resources.namespace), 300,
                           "the SparkApplication to finish") == "COMPLETED"
-    remote = read_output(tmp_path / "spark")
+    remote = read_output(work / "spark")
     assert local.plan is not None and remote.plan is not None
-    assert remote.plan.to_json() == local.plan.to_json()
     assert remote.plan.partitions, "the plan moves something"
+    # Byte for byte: the planner image's Spark and Python plan exactly what the operator's local Spark plans.
+    assert (work / "spark" / "plan.json").read_bytes() == (tmp_path / "local" / "plan.json").read_bytes()

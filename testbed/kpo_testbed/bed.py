@@ -15,6 +15,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kpo_testbed import node as testbed_node
 from kpo_testbed import procs
 from kpo_testbed.kafka import KafkaCluster
 from kpo_testbed.kube import KubeControlPlane
@@ -108,6 +109,7 @@ class Testbed:
 
     def down(self) -> None:
         """Stop every process this test bed started (by pid), then remove its data, state and env files."""
+        testbed_node.down(self.state_dir)  # its pods and kubelet need the API server to leave cleanly
         running = self.state.processes
         kube_first = [running[n] for n in ("kube-controller-manager", "kube-apiserver") if n in running]
         kafka_nodes = [r for n, r in running.items() if n.startswith("kafka-")]

@@ -1,0 +1,175 @@
+"""What a user's ``helm install`` does, on the test bed's real node: the chart's Deployment runs the operator image
+built from the Dockerfile as a pod (under the chart's ServiceAccount, its token projected by the kubelet, probed by
+the kubelet on Kopf's /healthz), and that pod carries PartitionReassignments to Succeeded on the test bed's Kafka —
+also when the pod is deleted mid-flight and the Deployment replaces it.
+
+The pod runs on the host network: the node has no kube-proxy or cluster DNS and the API server and Kafka listen on
+loopback (values below). Everything else is the chart as users get it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kubernetes import client
+
+from e2e.conftest import SESSION
+from e2e.helm_support import Release, installed, kubectl
+from e2e.kafka_support import broker_rate, create_topic, replicas_of, topic_list
+from e2e.kube_support import Resources, wait_until
+from e2e.reassignment_support import fill, spec_partitions
+from kpo_testbed import Testbed
+from kpo_testbed.node import NODE_NAME, NodeImages
+
+KPR = "PartitionReassignment"
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+OPERATOR_UID = 10001
+
+
+@dataclass
+class ChartOperator:
+    release: Release
+    resources: Resources
+    core: client.CoreV1Api
+
+    def pods(self) -> list[client.V1Pod]:
+        selector = f"app.kubernetes.io/instance={self.release.name}"
+        return list(self.core.list_namespaced_pod(self.release.namespace, label_selector=selector).items)
+
+    def ready_pod(self, timeout: float = 180, other_than: str = "") -> client.V1Pod:
+        def ready() -> client.V1Pod | None:
+            for pod in self.pods():
+                if pod.metadata.name == other_than or pod.metadata.deletion_timestamp:
+                    continue
+                conditions = {c.type: c.status for c in pod.status.conditions or []}
+                if conditions.get("Ready") == "True":
+                    return pod
+            return None
+
+        return wait_until(ready, timeout, "the operator pod to be Ready")
+
+
+@pytest.fixture(scope="module")
+def chart_operator(testbed: Testbed, node_images: NodeImages, kpo_crds: None, api_client: client.ApiClient,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartOperator]:
+    namespace = f"e2en-{SESSION}-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(api_client)
+    # Pod Security admission warns about every restricted rule the chart's pod breaks; the test reads the warnings.
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=namespace, labels={"pod-security.kubernetes.io/warn": "restricted",
+                                "pod-security.kubernetes.io/warn-version": "latest"})))
+    port = str(testbed.state.kube.apiserver_port)
+    image, _, tag = node_images.operator.rpartition(":")
+    values = {
+        "image": {"repository": image, "tag": tag, "pullPolicy": "Never"},
+        "hostNetwork": True,
+        "watchNamespaces": [namespace],
+        "kafka": {"clusters": {"default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers}}},
+        "operator": {"pollIntervalSeconds": 1, "extraEnv": [
+            # No kube-proxy on the node: the in-cluster configuration is pointed at where the API server listens.
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": port}]},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+    }
+    tmp = tmp_path_factory.mktemp("chart-operator")
+    try:
+        with installed(testbed, namespace, values, tmp) as release:
+            yield ChartOperator(release, Resources(api_client, namespace), core)
+    finally:
+        core.delete_namespace(namespace)
+
+
+def _slow_topic(admin: AdminClient, bootstrap_servers: str, topic: str) -> dict[int, list[int]]:
+    """A topic of four ~0.6 MB partitions, all moved: under a 100 kB/s throttle each move lasts seconds."""
+    originals = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 2]}
+    create_topic(admin, topic, len(originals), assignment=[originals[p] for p in sorted(originals)])
+    fill(bootstrap_servers, topic, sorted(originals), messages=60)
+    return {0: [3, 1], 1: [1, 2], 2: [2, 3], 3: [3, 2]}
+
+
+def test_helm_install_runs_the_operator_pod_that_carries_a_reassignment(
+        chart_operator: ChartOperator, testbed: Testbed, kafka_admin: AdminClient, topic_name: str) -> None:
+    pod = chart_operator.ready_pod()
+    spec = pod.spec
+    assert spec.node_name == NODE_NAME
+    assert spec.service_account_name == chart_operator.release.fullname
+    # The kubelet projected the ServiceAccount token (the kube-api-access volume) and the operator used it: it is
+    # Ready, and Ready is Kopf's /healthz answering the kubelet's probe.
+    assert any(v.projected is not None and any(s.service_account_token for s in v.projected.sources)
+               for v in spec.volumes)
+    container = spec.containers[0]
+    assert container.image == NodeImages.built().operator
+    assert container.liveness_probe.http_get.path == "/healthz"
+    assert container.security_context.read_only_root_filesystem is True
+    assert container.security_context.allow_privilege_escalation is False
+    assert spec.security_context.run_as_non_root is True and spec.security_context.run_as_user == OPERATOR_UID
+    # The image's user really runs it: the operator's process on this host belongs to uid 10001.
+    assert any(b"-m\x00kpo" in cmdline for cmdline in _processes_of(OPERATOR_UID))
+
+    targets = {0: [3, 1], 1: [1, 3]}
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1, 2], [2, 3]])
+    chart_operator.resources.create(KPR, "moved", {"partitions": spec_partitions(topic_name, targets)})
+    status = chart_operator.resources.wait_phase(KPR, "moved", {"Succeeded", "Failed", "Invalid"}, timeout=180)
+    assert status["phase"] == "Succeeded", status
+    assert replicas_of(kafka_admin, topic_name) == targets
+    # Probed all along and never restarted.
+    pod = chart_operator.core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+    assert pod.status.container_statuses[0].restart_count == 0
+
+
+def test_the_chart_pod_keeps_restricted_pod_security_but_for_the_test_beds_host_network(
+        chart_operator: ChartOperator, testbed: Testbed) -> None:
+    """Pod Security admission, asked for the restricted profile, finds only what hostNetwork implies."""
+    namespace = chart_operator.release.namespace
+    applied = kubectl(testbed, "-n", namespace, "label", "--dry-run=server", "--overwrite", f"namespace/{namespace}",
+                      "pod-security.kubernetes.io/enforce=restricted")
+    # "Warning: existing pods in namespace ... violate ...", then "Warning: <pod>: <check>, <check>" for each pod.
+    pods = {p.metadata.name for p in chart_operator.pods()}
+    broken = {line.split(": ", 1)[1].split(": ", 1)[0]: line.split(": ", 2)[2]
+              for line in applied.stderr.splitlines() if line.count(": ") >= 2}
+    assert set(broken) == pods, applied.stderr
+    for pod, checks in broken.items():
+        assert {c.strip() for c in checks.split(",")} == {"host namespaces", "hostPort"}, f"{pod}: {checks}"
+
+
+def test_deleting_the_operator_pod_mid_flight_is_survived_through_the_deployment(
+        chart_operator: ChartOperator, testbed: Testbed, kafka_admin: AdminClient, topic_name: str) -> None:
+    first = chart_operator.ready_pod()
+    targets = _slow_topic(kafka_admin, testbed.state.kafka.bootstrap_servers, topic_name)
+    spec = {"partitions": spec_partitions(topic_name, targets),
+            "execution": {"throttle": 100_000, "maxMovesPerBrokerDirection": len(targets)}}
+    resources = chart_operator.resources
+    resources.create(KPR, "survives", spec)
+    wait_until(lambda: resources.status(KPR, "survives").get("inFlight"), 60, "moves in flight")
+    kubectl(testbed, "-n", chart_operator.release.namespace, "delete", "pod", first.metadata.name, "--wait=false")
+    second = chart_operator.ready_pod(other_than=first.metadata.name)
+    assert second.metadata.name != first.metadata.name
+    assert second.metadata.owner_references[0].kind == "ReplicaSet"
+    status = resources.wait_phase(KPR, "survives", {"Succeeded", "Failed", "Invalid"}, timeout=240)
+    assert status["phase"] == "Succeeded", status
+    assert replicas_of(kafka_admin, topic_name) == targets
+    # The new pod finished what the old one started, and cleaned up after it: no throttle left anywhere.
+    assert _throttles_left(kafka_admin, topic_name) == []
+
+
+def _throttles_left(admin: AdminClient, topic: str) -> list[str]:
+    left = [f"broker {b} {k}" for b in (1, 2, 3) for k in THROTTLE_KEYS if broker_rate(admin, b, k)]
+    return left + [k for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+                   if topic_list(admin, topic, k)]
+
+
+def _processes_of(uid: int) -> list[bytes]:
+    """The command lines of this host's processes that run as ``uid``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and proc.stat().st_uid == uid:
+                found.append((proc / "cmdline").read_bytes())
+        except OSError:
+            continue  # gone meanwhile
+    return found
