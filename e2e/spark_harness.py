@@ -18,7 +18,6 @@ import datetime as dt
 import fnmatch
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -148,7 +147,9 @@ class SparkOperatorHarness:
         template = self._scratch / f"{meta['uid']}-driver.yaml"
         template.write_text(yaml.safe_dump(driver_template(app)))
         submitted = _now()
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYSPARK_PYTHON": sys.executable}
+        # The image's Python runs the job: a PYSPARK_PYTHON of this host would be sent along to the driver pod.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+        env["KUBECONFIG"] = str(self.kubeconfig)
         done = subprocess.run(submit_argv(app, self.master, template), env=env, capture_output=True, text=True,
                               check=False, timeout=300)
         if done.returncode != 0:

@@ -26,12 +26,8 @@ from e2e.node_support import PLANNER_ACCOUNT, planner_service_account, work_volu
 from e2e.operator_support import OperatorProcess, operator_env
 from e2e.reassignment_support import fill
 from e2e.spark_harness import CRD_FILE, GROUP, PLURAL, VERSION, SparkOperatorHarness
-from kpo.domain.plan_contract import Goal, PlanRequest
-from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
+from kpo.domain.plan_contract import PLAN_FILE
 from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner
-from kpo.planner.workdir import read_output, write_input
-from kpo.resources.partition_reassignment.plan_reconciler import snapshot
-from kpo_testbed import Testbed
 from kpo_testbed.node import NodeImages
 
 KPR = "PartitionReassignment"
@@ -78,10 +74,16 @@ def _work_dir(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def spark_work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _work_dir(tmp_path_factory.mktemp("spark-work"))
+
+
+@pytest.fixture(scope="module")
 def spark_operator(spark_harness: SparkOperatorHarness, kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
-                   node_images: NodeImages, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+                   node_images: NodeImages, spark_work_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[OperatorProcess]:
     tmp = tmp_path_factory.mktemp("spark-operator")
-    work = _work_dir(tmp)
+    work = spark_work_dir
     operator = _operator(tmp, kubeconfig, bootstrap_servers, SPARK_NAMESPACES, {
         "backend": "sparkApplication", "workDir": str(work),
         "sparkApplication": {"image": node_images.planner, "imagePullPolicy": "Never",
@@ -221,12 +223,22 @@ def test_an_approved_plan_claims_every_partition_of_its_proposal(kafka_admin: Ad
 
 
 def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient, spark_operator: OperatorProcess,
-                                                   spark_harness: SparkOperatorHarness, kafka_admin: AdminClient,
-                                                   bootstrap_servers: str, topic_name: str) -> None:
+                                                   spark_harness: SparkOperatorHarness, spark_work_dir: Path,
+                                                   kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+                                                   tmp_path: Path) -> None:
+    """Proposed by a SparkApplication whose driver and executors are pods, approved, carried out; and the plan is
+    byte for byte the one the operator's local Spark makes from the same snapshot."""
     with _namespace(api_client, "e2es") as resources:
         _spread_topic(kafka_admin, bootstrap_servers, topic_name)
-        resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]},
-                                        "approval": {"mode": "Automatic"}})
+        resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]}})
+        proposed = resources.wait_phase(KPR, "drain", {"Proposed", "Failed", "Invalid"}, timeout=300)
+        assert proposed["phase"] == "Proposed", proposed
+        generation = resources.get(KPR, "drain")["metadata"]["generation"]
+        planned = spark_work_dir / resources.namespace / "drain" / str(generation)
+        local = LocalSparkRunner(LocalSparkConfig(master="local[2]")).run(planned / "input", tmp_path / "local")
+        assert local.ok, local.message
+        assert (planned / "output" / PLAN_FILE).read_bytes() == (tmp_path / "local" / PLAN_FILE).read_bytes()
+        resources.patch_spec(KPR, "drain", {"approval": {"proposalId": proposed["proposal"]["id"]}})
         status = resources.wait_phase(KPR, "drain", {"Succeeded", "Failed", "Invalid"}, timeout=300)
         assert status["phase"] == "Succeeded", status
         assert _on_broker(kafka_admin, topic_name, 3) == []
@@ -258,41 +270,3 @@ def test_a_failing_job_is_reported_with_its_error(api_client: client.ApiClient, 
         assert ready is not None and ready["reason"] == "PlanningFailed"
         assert "heap" in ready["message"].lower(), ready["message"]
         assert "PlanningFailed" in [e.reason for e in resources.events("doomed")]
-
-
-def test_local_and_spark_application_backends_plan_the_same(testbed: Testbed, api_client: client.ApiClient,
-                                                            spark_harness: SparkOperatorHarness,
-                                                            node_images: NodeImages, kafka_admin: AdminClient,
-                                                            bootstrap_servers: str, topic_name: str,
-                                                            tmp_path: Path) -> None:
-    _spread_topic(kafka_admin, bootstrap_servers, topic_name)
-    request = PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(3,), topics=(topic_name,))
-    snap = snapshot(KafkaAdminAdapter(ConnectionSettings(bootstrap_servers)), request)
-    work = _work_dir(tmp_path)
-    write_input(work / "input", request, snap.brokers, snap.partitions)
-    local = LocalSparkRunner(LocalSparkConfig(master="local[2]")).run(work / "input", tmp_path / "local")
-    assert local.ok, local.message
-    (work / "spark").mkdir(mode=0o777)
-    (work / "spark").chmod(0o777)
-    with _namespace(api_client, "e2es") as resources:
-        owner = client.CoreV1Api(api_client).create_namespaced_config_map(
-            resources.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner")))
-        app = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SparkApplication",
-               "metadata": {"name": "same-snapshot", "namespace": resources.namespace,
-                            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                                                 "uid": owner.metadata.uid}]},
-               "spec": {"type": "Python", "mode": "cluster", "image": node_images.planner,
-                        "imagePullPolicy": "Never", "mainApplicationFile": IMAGE_JOB_FILE,
-                        "sparkConf": work_volume_conf(work),
-                        "driver": {**SPARK_RESOURCES["driver"], "serviceAccount": PLANNER_ACCOUNT},
-                        "executor": SPARK_RESOURCES["executor"],
-                        "arguments": ["--input", str(work / "input"), "--output", str(work / "spark")]}}
-        custom = client.CustomObjectsApi(api_client)
-        custom.create_namespaced_custom_object(GROUP, VERSION, resources.namespace, PLURAL, app)
-        assert wait_until(lambda: _finished(custom, resources.namespace), 300,
-                          "the SparkApplication to finish") == "COMPLETED"
-    remote = read_output(work / "spark")
-    assert local.plan is not None and remote.plan is not None
-    assert remote.plan.partitions, "the plan moves something"
-    # Byte for byte: the planner image's Spark and Python plan exactly what the operator's local Spark plans.
-    assert (work / "spark" / "plan.json").read_bytes() == (tmp_path / "local" / "plan.json").read_bytes()
