@@ -14,6 +14,7 @@ help:
 	@echo "make demo          local test bed + operator + example reassignment with live progress"
 	@echo "make test          lint, unit tests, end-to-end tests on the real test bed (CI runs this)"
 	@echo "make provision     build/fetch Kafka, etcd, kube-apiserver, kube-controller-manager, kubectl, helm (cached)"
+	@echo "make provision-node  containerd, kubelet, kube-scheduler and kpo's images for the test bed's node (cached)"
 	@echo "make testbed-up    start the test bed in the background; then: . .testbed/env"
 	@echo "make testbed-down  stop every process the test bed started (and the demo's operator), remove its data"
 	@echo "make operator      install the CRDs and run the operator in the foreground against .testbed/env"
@@ -48,7 +49,13 @@ lock:
 
 .PHONY: provision
 provision:
-	@bash testbed/provision.sh all >/dev/null
+	@bash testbed/provision.sh base >/dev/null
+
+# The real node's binaries, the pause and base images, and kpo's operator and planner images built from the
+# committed tree (HEAD): the e2e tests run them as pods. Needs root; installs missing Debian packages.
+.PHONY: provision-node
+provision-node:
+	@bash testbed/provision.sh node >/dev/null
 
 .PHONY: testbed-up
 testbed-up: venv provision
@@ -106,8 +113,8 @@ unit: venv
 	$(PY) -m pytest tests -q
 
 .PHONY: e2e
-e2e: venv provision
+e2e: venv provision provision-node
 	$(PY) -m pytest e2e -q
 
 .PHONY: test
-test: venv provision lint unit e2e
+test: venv provision provision-node lint unit e2e

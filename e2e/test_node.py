@@ -120,6 +120,9 @@ def test_helm_install_runs_the_operator_pod_that_carries_a_reassignment(
     # Probed all along and never restarted.
     pod = chart_operator.core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
     assert pod.status.container_statuses[0].restart_count == 0
+    # What a user reads first when something is off: the pod's log, through the API server and the kubelet.
+    logs = kubectl(testbed, "-n", pod.metadata.namespace, "logs", pod.metadata.name).stdout
+    assert f"{pod.metadata.namespace}/moved" in logs, logs[-2000:]
 
 
 def test_the_chart_pod_keeps_restricted_pod_security_but_for_the_test_beds_host_network(

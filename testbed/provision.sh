@@ -3,9 +3,9 @@
 # kube-controller-manager, kubectl and helm (Go module proxy). Everything lands in a cache outside the repository,
 # keyed by version, so a second run only checks that the binaries are there.
 #
-#   testbed/provision.sh [all|kafka|k8s|etcd|helm|node]
+#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|node]
 #
-# `node` (part of `all`): containerd, kubelet and kube-scheduler, the pause image, a Debian base image and kpo's
+# `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `all` adds `node`: containerd, kubelet and kube-scheduler, the pause image, a Debian base image and kpo's
 # operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
@@ -242,9 +242,10 @@ case "$what" in
   k8s) provision_k8s ;;
   etcd) provision_etcd ;;
   helm) provision_helm ;;
+  base) provision_kafka; provision_etcd; provision_helm; provision_k8s ;;
   all) provision_kafka; provision_etcd; provision_helm; provision_k8s; provision_node_packages; provision_node_bins
        provision_images ;;
   node) provision_node_packages; provision_node_bins; provision_images ;;
-  *) die "unknown component '$what' (all, kafka, k8s, etcd, helm, node)" ;;
+  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, node)" ;;
 esac
 echo "$cache"

@@ -70,6 +70,12 @@ class KubeControlPlane:
             "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
         self._openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                       "-out", "apiserver.crt", "-days", "3650", "-extfile", "san.ext")
+        # The API server's client certificate towards kubelets (kubectl logs, exec): the kubelet checks it against
+        # the same CA and asks the API server whether system:masters may (it may).
+        self._openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet-client.key",
+                      "-out", "kubelet-client.csr", "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client")
+        self._openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                      "-CAcreateserial", "-out", "kubelet-client.crt", "-days", "3650")
         self._openssl("genrsa", "-out", "sa.key", "2048")
         self._openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
         (self.pki / "tokens.csv").write_text(f'{self.admin_token},kpo-admin,kpo-admin,"system:masters"\n')
@@ -104,6 +110,10 @@ class KubeControlPlane:
                 "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.apiserver_port}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
                 f"--client-ca-file={pki / 'ca.crt'}",
+                f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+                # The node's name does not resolve here; its InternalIP is the pod bridge's gateway on this host.
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--token-auth-file={pki / 'tokens.csv'}",
                 "--authorization-mode=RBAC",
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",

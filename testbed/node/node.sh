@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Attach a real node to the running test bed (issue 14, by hand; not part of make test yet):
+# Attach a real node to the running test bed (the e2e tests do this through kpo_testbed.node):
 #
 #   testbed/node/node.sh up     containerd + kubelet (node "kpo-node"), kube-scheduler, and a second
 #                               kube-controller-manager for Deployments/ReplicaSets, all on the test bed's API server
@@ -45,8 +45,7 @@ stop() { # name: SIGTERM, SIGKILL after 20 s
 
 write_config() {
   mkdir -p "$d/cni/net.d" "$d/pki" "$d/manifests"
-  sed -e "s#/work/scratch/node/state/containerd#$d/containerd#g" -e "s#/work/scratch/node/state/runc#$d/runc#g" \
-      -e "s#/work/scratch/node/cni/net.d#$d/cni/net.d#g" "$here/containerd.v4.toml" > "$d/containerd.toml"
+  sed -e "s#@NODE_DIR@#$d#g" "$here/containerd.toml.in" > "$d/containerd.toml"
   cat > "$d/cni/net.d/10-kpo-bridge.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "kpo-bridge", "plugins": [
   {"type": "bridge", "bridge": "kpobr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
@@ -54,10 +53,8 @@ write_config() {
             "dataDir": "$d/cni-ipam"}},
   {"type": "loopback"}]}
 EOF
-  sed -e "s#/work/scratch/node/manifests-cluster#$d/manifests#" \
-      -e "s#/work/scratch/node/state/containerd/containerd.sock#$sock#g" \
-      -e "s#/work/scratch/node/state/pod-logs#$d/pod-logs#" -e "s#/work/scratch/node/cp/pki/ca.crt#$pki/ca.crt#" \
-      -e "s#^address: .*#address: $NODE_IP#" "$here/kubelet-cluster.yaml" > "$d/kubelet.yaml"
+  sed -e "s#@NODE_DIR@#$d#g" -e "s#@NODE_IP@#$NODE_IP#g" -e "s#@CA_FILE@#$pki/ca.crt#g" \
+    "$here/kubelet.yaml.in" > "$d/kubelet.yaml"
   if [ ! -f "$d/pki/kubelet.crt" ]; then
     (cd "$d/pki" && openssl req -newkey rsa:2048 -nodes -keyout kubelet.key -out kubelet.csr \
         -subj "/O=system:nodes/CN=system:node:$NODE" >/dev/null 2>&1 \
