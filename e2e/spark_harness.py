@@ -7,9 +7,10 @@ bed's node, and the driver makes the executor pods. The stand-in follows the dri
 way the Spark Operator does: ``applicationState.state`` SUBMITTED -> RUNNING -> COMPLETED | FAILED (with
 ``errorMessage``), ``driverInfo``, ``executorState``, ``sparkApplicationId``, attempts and times.
 
-Two facts of the test bed, not of kpo, are added to every submission: the driver runs on the host network (the test
-bed has no kube-proxy or cluster DNS, and the API server listens on loopback), and CPU requests are small (the node
-has two cores). Executors stay on the pod network and reach the driver at the node's address.
+Two facts of the test bed, not of kpo, are added to every submission: the driver reaches the API server at the
+"kubernetes" Service's address rather than its DNS name (there is no cluster DNS), and CPU requests are small (the
+node has two cores). Driver and executors are ordinary pods on the pod network; executors reach the driver at its pod
+IP (the planner image's entry point advertises it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from kpo.planner.runner import pyspark_home
+from kpo_testbed.kube import KUBERNETES_SERVICE_IP
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 CRD_FILE = Path(__file__).resolve().parent / "sparkoperator" / "sparkapplication-crd.yaml"
@@ -37,6 +39,7 @@ TESTBED_CONF = {
     "spark.kubernetes.driver.request.cores": "100m",
     "spark.kubernetes.executor.request.cores": "100m",
     "spark.kubernetes.submission.waitAppCompletion": "false",
+    "spark.kubernetes.driver.master": f"https://{KUBERNETES_SERVICE_IP}:443",
 }
 FINISHED = {"Succeeded": "COMPLETED", "Failed": "FAILED"}
 
@@ -55,7 +58,6 @@ def submit_argv(app: dict[str, Any], master: str, driver_template: Path) -> list
         "spark.kubernetes.container.image.pullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
         "spark.kubernetes.driver.pod.name": f"{meta['name']}-driver",
         "spark.kubernetes.driver.podTemplateFile": str(driver_template),
-        "spark.kubernetes.driver.master": master,
         "spark.kubernetes.authenticate.driver.serviceAccountName": driver.get("serviceAccount", "default"),
         "spark.kubernetes.submission.appName": meta["name"],
         "spark.driver.cores": str(driver.get("cores", 1)),
@@ -76,13 +78,13 @@ def submit_argv(app: dict[str, Any], master: str, driver_template: Path) -> list
 
 
 def driver_template(app: dict[str, Any]) -> dict[str, Any]:
-    """The driver's pod template: owned by the SparkApplication (so deleting it collects the pods, as with the Spark
-    Operator), and on the host network (a test bed fact, see the module docstring)."""
+    """The driver's pod template: owned by the SparkApplication, so deleting it collects the pods (the Spark
+    Operator does the same)."""
     meta = app["metadata"]
     owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SparkApplication", "name": meta["name"],
              "uid": meta["uid"], "controller": True}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"ownerReferences": [owner]},
-            "spec": {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", "containers": [{"name": "driver"}]}}
+            "spec": {"containers": [{"name": "driver"}]}}
 
 
 class SparkOperatorHarness:

@@ -126,6 +126,7 @@ provision_node_packages() {
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
   command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  command -v iptables >/dev/null 2>&1 || missing+=(iptables)
   [ ${#missing[@]} = 0 ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "apt-get install ${missing[*]}"

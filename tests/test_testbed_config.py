@@ -13,7 +13,7 @@ from kpo_testbed.procs import ProcessRecord
 
 def cluster() -> KafkaCluster:
     nodes = [KafkaNode(node_id=i, client_port=9000 + i, controller_port=9100 + i, rack=f"rack-{i}",
-                       sasl_port=9200 + i) for i in (1, 2, 3)]
+                       sasl_port=9200 + i, pods_port=9300 + i) for i in (1, 2, 3)]
     return KafkaCluster(root=Path("/data"), libs=Path("/libs"), nodes=nodes)
 
 
@@ -26,7 +26,9 @@ def test_every_node_is_a_combined_kraft_node_with_two_log_dirs() -> None:
         assert props["controller.quorum.voters"] == "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103"
         n = node.node_id
         assert props["listeners"] == f"PLAINTEXT://127.0.0.1:{9000 + n},SASL_PLAINTEXT://127.0.0.1:{9200 + n}," \
-                                     f"CONTROLLER://127.0.0.1:{9100 + n}"
+                                     f"PODS://127.0.0.1:{9300 + n},CONTROLLER://127.0.0.1:{9100 + n}"
+        # Pods on the node's pod network are told the node's address, which the node forwards to loopback.
+        assert props["advertised.listeners"].split(",")[-1] == f"PODS://10.244.78.1:{9300 + n}"
         # ACLs apply on the SASL listener only: the anonymous PLAINTEXT and controller principals are super users.
         assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
         assert "User:ANONYMOUS" in props["super.users"].split(";")
@@ -35,6 +37,12 @@ def test_every_node_is_a_combined_kraft_node_with_two_log_dirs() -> None:
         assert props["auto.leader.rebalance.enable"] == "false"
         assert props["offsets.topic.replication.factor"] == "3"
         assert props["broker.rack"] == node.rack
+
+
+def test_a_test_bed_from_before_the_pods_listener_keeps_its_listeners() -> None:
+    node = KafkaNode(node_id=1, client_port=9001, controller_port=9101, rack="rack-1", sasl_port=9201)
+    props = KafkaCluster(root=Path("/data"), libs=Path("/libs"), nodes=[node]).properties(node)
+    assert "PODS" not in props["listeners"] and "PODS" not in props["advertised.listeners"]
 
 
 def test_extra_properties_override_the_defaults() -> None:

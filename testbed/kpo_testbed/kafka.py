@@ -1,10 +1,12 @@
 """A 3-node KRaft Kafka cluster (combined broker + controller) on loopback.
 
-Each node has a controller listener and two client listeners on 127.0.0.1: PLAINTEXT, whose anonymous principal is a
-super user (tests and the default kpo connection), and SASL_PLAINTEXT with SCRAM-SHA-512, where the StandardAuthorizer
-applies ACLs (credentials from Secrets, authorization refusals). Two log directories per node (so DescribeLogDirs and
-log-dir moves have something to show), a rack of its own, and ``auto.leader.rebalance.enable=false`` so that
-leader-election tests are deterministic. Heaps are bounded: an unbounded JVM takes a quarter of the machine.
+Each node has a controller listener and three client listeners on 127.0.0.1: PLAINTEXT, whose anonymous principal is
+a super user (tests and the default kpo connection), SASL_PLAINTEXT with SCRAM-SHA-512, where the StandardAuthorizer
+applies ACLs (credentials from Secrets, authorization refusals), and PODS, PLAINTEXT again but advertised at the test
+bed node's address, for pods on the pod network (the node forwards that address to loopback, see node.sh). Two log
+directories per node (so DescribeLogDirs and log-dir moves have something to show), a rack of its own, and
+``auto.leader.rebalance.enable=false`` so that leader-election tests are deterministic. Heaps are bounded: an
+unbounded JVM takes a quarter of the machine.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from confluent_kafka.admin import (
 )
 
 from kpo_testbed import procs
+from kpo_testbed.node import NODE_IP
 
 NODE_IDS = (1, 2, 3)
 _QUIET = logging.getLogger("kpo_testbed.librdkafka")
@@ -62,10 +65,15 @@ class KafkaNode:
     controller_port: int
     rack: str
     sasl_port: int = 0
+    pods_port: int = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def pods_bootstrap(self) -> str:
+        return f"{NODE_IP}:{self.pods_port}"
 
     @property
     def sasl_bootstrap(self) -> str:
@@ -84,10 +92,10 @@ class KafkaCluster:
 
     @classmethod
     def on_free_ports(cls, root: Path, libs: Path) -> KafkaCluster:
-        ports = procs.free_ports(3 * len(NODE_IDS))
+        ports = procs.free_ports(4 * len(NODE_IDS))
         nodes = [
-            KafkaNode(node_id=n, client_port=ports[3 * i], controller_port=ports[3 * i + 1], rack=f"rack-{'abc'[i]}",
-                      sasl_port=ports[3 * i + 2])
+            KafkaNode(node_id=n, client_port=ports[4 * i], controller_port=ports[4 * i + 1], rack=f"rack-{'abc'[i]}",
+                      sasl_port=ports[4 * i + 2], pods_port=ports[4 * i + 3])
             for i, n in enumerate(NODE_IDS)
         ]
         passwords = {ADMIN_USER: secrets.token_hex(12), LIMITED_USER: secrets.token_hex(12)}
@@ -100,6 +108,11 @@ class KafkaCluster:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return ",".join(n.sasl_bootstrap for n in self.nodes)
+
+    @property
+    def pods_bootstrap_servers(self) -> str:
+        """Where pods on the test bed node's pod network reach Kafka."""
+        return ",".join(n.pods_bootstrap for n in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         for n in self.nodes:
@@ -115,15 +128,20 @@ class KafkaCluster:
 
     def properties(self, node: KafkaNode) -> dict[str, str]:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        listening = [("PLAINTEXT", node.client_port), ("SASL_PLAINTEXT", node.sasl_port)]
+        advertised = [("PLAINTEXT", node.bootstrap), ("SASL_PLAINTEXT", node.sasl_bootstrap)]
+        if node.pods_port:
+            # PODS listens on loopback too: Kafka needs no address of the node's; only pods' metadata names it.
+            listening.append(("PODS", node.pods_port))
+            advertised.append(("PODS", node.pods_bootstrap))
+        listening.append(("CONTROLLER", node.controller_port))
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port},"
-                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},"
-                                    f"SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listening),
+            "advertised.listeners": ",".join(f"{name}://{address}" for name, address in advertised),
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,PODS:PLAINTEXT,"
                                               "CONTROLLER:PLAINTEXT",
             "sasl.enabled.mechanisms": SCRAM_MECHANISM,
             f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config":

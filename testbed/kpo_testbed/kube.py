@@ -19,8 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpo_testbed import procs
+from kpo_testbed.node import NODE_IP
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+SERVICE_CIDR = "10.0.0.0/24"
+# The first address of the range: the API server gives it to the "kubernetes" Service, whose address every pod is
+# told in KUBERNETES_SERVICE_HOST.
+KUBERNETES_SERVICE_IP = "10.0.0.1"
 
 
 @dataclass
@@ -66,8 +71,11 @@ class KubeControlPlane:
                       "-days", "3650", "-subj", "/CN=kpo-testbed-ca")
         self._openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
                       "-subj", "/CN=kube-apiserver")
+        # Also the "kubernetes" Service's ClusterIP and the node's address: pods on the node reach the API server
+        # there, forwarded to loopback (node.sh).
         (self.pki / "san.ext").write_text(
-            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n")
+            f"subjectAltName=IP:127.0.0.1,IP:{KUBERNETES_SERVICE_IP},IP:{NODE_IP},DNS:localhost,DNS:kubernetes,"
+            "DNS:kubernetes.default.svc\n")
         self._openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                       "-out", "apiserver.crt", "-days", "3650", "-extfile", "san.ext")
         # The API server's client certificate towards kubelets (kubectl logs, exec): the kubelet checks it against
@@ -119,7 +127,7 @@ class KubeControlPlane:
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 # The loopback address cannot back the "kubernetes" Service endpoints; nothing here needs them.
                 "--endpoint-reconciler-type=none",

@@ -6,9 +6,10 @@
 #   testbed/node/node.sh down   stop them by recorded pid and undo what they left on the host
 #
 # Needs `testbed/provision.sh node` (binaries and images in the cache), a test bed that is up (.testbed/env), and
-# Debian's runc and containernetworking-plugins. The kubelet authenticates with a client certificate signed by the
-# test bed's CA (CN system:node:kpo-node, O system:nodes); RBAC binds the built-in system:node role to it, so the
-# API server's flags stay as they are. Pods that must reach Kafka or the API server on loopback use hostNetwork.
+# Debian's runc, containernetworking-plugins and iptables. The kubelet authenticates with a client certificate signed
+# by the test bed's CA (CN system:node:kpo-node, O system:nodes); RBAC binds the built-in system:node role to it (the
+# Node authorizer is not on). Pods live on a bridge (kpobr0, 10.244.78.0/24) and reach the API server and Kafka through
+# the node's address, forwarded to loopback (forward, below): no pod needs the host network.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -22,6 +23,7 @@ pki=$bed/data/kube/pki
 NODE=kpo-node
 # The node's address: the pod bridge's gateway (kubelet refuses a loopback node IP); made before the first pod is.
 NODE_IP=10.244.78.1
+KUBERNETES_SERVICE_IP=10.0.0.1  # the first address of the API server's --service-cluster-ip-range
 sock=$d/containerd/containerd.sock
 kubectl=$cache/kubernetes-$KUBERNETES_VERSION/bin/kubectl
 K() { "$kubectl" --kubeconfig "$bed/data/kube/admin.kubeconfig" "$@"; }
@@ -72,16 +74,41 @@ current-context: kubelet
 EOF
 }
 
+# What kube-proxy would do for the one Service pods need, and what lets pods reach the test bed at all: everything the
+# test bed serves listens on loopback, so TCP from the pod bridge to the node's address, or to the "kubernetes"
+# Service's ClusterIP, is sent to loopback (route_localnet lets the kernel route it there). Kafka's PODS listener
+# advertises the node's address for this. Nothing outside this host is involved.
+forward() {  # add|del
+
+  [ "$1" = add ] && sysctl -q -w net.ipv4.conf.kpobr0.route_localnet=1
+  local port; port=$(K config view -o jsonpath='{.clusters[0].cluster.server}'); port=${port##*:}
+  local rules=(
+    "-i kpobr0 -p tcp -d $KUBERNETES_SERVICE_IP --dport 443 -j DNAT --to-destination 127.0.0.1:$port"
+    "-i kpobr0 -p tcp -d $NODE_IP -j DNAT --to-destination 127.0.0.1"
+  )
+  local rule
+  for rule in "${rules[@]}"; do
+    # shellcheck disable=SC2086
+    if [ "$1" = add ]; then
+      iptables -t nat -C PREROUTING $rule 2>/dev/null || iptables -t nat -A PREROUTING $rule
+    else
+      while iptables -t nat -C PREROUTING $rule 2>/dev/null; do iptables -t nat -D PREROUTING $rule; done
+    fi
+  done
+}
+
 up() {
   [ -x "$bin/kubelet" ] || die "run testbed/provision.sh node first"
   [ -x /usr/sbin/runc ] || die "runc is missing (Debian: apt-get install runc)"
   [ -x /usr/lib/cni/bridge ] || die "the CNI plugins are missing (Debian: apt-get install containernetworking-plugins)"
+  command -v iptables >/dev/null || die "iptables is missing (Debian: apt-get install iptables)"
   [ -f "$bed/data/kube/admin.kubeconfig" ] || die "the test bed is not up (make testbed-up)"
   export PATH=$bin:$PATH  # containerd finds its runc shim on PATH
   write_config
   if ! ip link show kpobr0 >/dev/null 2>&1; then
     ip link add kpobr0 type bridge && ip addr add "$NODE_IP/24" dev kpobr0 && ip link set kpobr0 up
   fi
+  forward add
   # The Node authorizer is not on: the node's identity gets the built-in system:node role through RBAC instead.
   K create clusterrolebinding kpo-node --clusterrole=system:node --group=system:nodes --dry-run=client -o yaml \
     | K apply -f - >/dev/null
@@ -130,6 +157,7 @@ down() {
   grep -o " $d/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
   local ns ctl
   for ns in /run/netns/cni-*; do [ -e "$ns" ] && { umount "$ns" 2>/dev/null; rm -f "$ns"; }; done
+  [ -f "$bed/data/kube/admin.kubeconfig" ] && forward del
   ip link show kpobr0 >/dev/null 2>&1 && ip link del kpobr0
   for ctl in /sys/fs/cgroup/*/; do
     [ -d "$ctl/kubepods" ] && find "$ctl/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null
