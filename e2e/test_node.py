@@ -116,6 +116,9 @@ def test_helm_install_runs_the_operator_pod_that_carries_a_reassignment(
     # Probed all along and never restarted.
     pod = chart_operator.core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
     assert pod.status.container_statuses[0].restart_count == 0
+    # The kubelet itself probed the container's liveness on Kopf's /healthz, and it answered (the kubelet's own prober
+    # metrics, read through the API server's node proxy).
+    wait_until(lambda: _liveness_successes(testbed, pod) > 0, 30, "a successful liveness probe by the kubelet")
     # What a user reads first when something is off: the pod's log, through the API server and the kubelet.
     logs = kubectl(testbed, "-n", pod.metadata.namespace, "logs", pod.metadata.name).stdout
     assert f"{pod.metadata.namespace}/moved" in logs, logs[-2000:]
@@ -159,6 +162,16 @@ def _throttles_left(admin: AdminClient, topic: str) -> list[str]:
     left = [f"broker {b} {k}" for b in (1, 2, 3) for k in THROTTLE_KEYS if broker_rate(admin, b, k)]
     return left + [k for k in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
                    if topic_list(admin, topic, k)]
+
+
+def _liveness_successes(testbed: Testbed, pod: client.V1Pod) -> int:
+    metrics = kubectl(testbed, "get", "--raw", f"/api/v1/nodes/{NODE_NAME}/proxy/metrics/probes").stdout
+    total = 0
+    for line in metrics.splitlines():
+        if (line.startswith("prober_probe_total{") and 'probe_type="Liveness"' in line
+                and f'pod="{pod.metadata.name}"' in line and 'result="successful"' in line):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
 
 
 def _processes_of(uid: int) -> list[bytes]:
