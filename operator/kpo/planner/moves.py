@@ -43,11 +43,30 @@ def _per_domain(cluster: Cluster) -> Column:
     return F.ceil(F.size("replicas") / F.lit(cluster.rack_count))
 
 
+def _per_domain_floor(cluster: Cluster) -> Column:
+    """How many replicas of the row's partition every rack must hold for the spread to be even: with 4 replicas
+    over 3 racks, at least one each (2+1+1, never 2+2+0)."""
+    return F.floor(F.size("replicas") / F.lit(max(cluster.rack_count, 1)))
+
+
+def _short_of_a_rack(cluster: Cluster, occupied: Column) -> Column:
+    """Whether some rack holds fewer of the row's partition's replicas (among ``occupied``) than the even share."""
+    least = _per_domain_floor(cluster)
+    return F.exists(int_array(cluster.domains), lambda d: F.size(F.filter(occupied, lambda o: o == d)) < least)
+
+
 def _open(cluster: Cluster, candidates: Column, occupied: Column) -> Column:
     """The ``candidates`` domains that can take one more replica of the row's partition, given the domains it
-    occupies. With one replica per domain that is a set difference (generated code); with more, a count."""
+    occupies. With one replica per domain that is a set difference (generated code); with more, a count, and every
+    rack gets its even share before any rack gets one more."""
     cap = _per_domain(cluster)
-    counted = F.filter(candidates, lambda d: F.size(F.filter(occupied, lambda o: o == d)) < cap)
+    least = _per_domain_floor(cluster)
+    short = _short_of_a_rack(cluster, occupied)
+
+    def held(d: Column) -> Column:
+        return F.size(F.filter(occupied, lambda o: o == d))
+
+    counted = F.filter(candidates, lambda d: (held(d) < cap) & ((held(d) < least) | ~short))
     return F.when(cap == 1, F.array_except(candidates, occupied)).otherwise(counted)
 
 
@@ -69,12 +88,17 @@ def replica_view(state: DataFrame, cluster: Cluster, senders: Mapping[int, float
                         F.posexplode("replicas").alias("slot", "broker"))
     same_rack_before = F.size(F.filter(F.slice("replicas", 1, F.col("slot")),
                                        lambda x: domain[x] == domain[F.col("broker")]))
-    duplicate = (same_rack_before >= _per_domain(cluster)) if cluster.rack_mode else F.lit(False)
+    duplicate = F.lit(False)
+    if cluster.rack_mode:
+        # Beyond the rack's share, or beyond the even share while another rack lacks one (2+2+0 -> 2+1+1).
+        racks_held = F.filter(F.transform("replicas", lambda x: domain[x]), lambda d: d.isNotNull())
+        duplicate = ((same_rack_before >= _per_domain(cluster))
+                     | ((same_rack_before >= _per_domain_floor(cluster)) & _short_of_a_rack(cluster, racks_held)))
     forced = F.col("selected") & (
         F.col("broker").isNull() | removed.has(F.col("broker")) | duplicate)
     unmoved = F.try_element_at("original", F.col("slot") + 1) == F.col("broker")
     movable = (F.col("selected") & ~forced & members(cluster.eligible).has(F.col("broker"))
-               & F.coalesce(unmoved, F.lit(False)))
+               & F.coalesce(unmoved, F.lit(False)) & F.lit(cluster.balancing))
     return reps.select(*[c for c in REPLICA_COLUMNS if c not in ("forced", "movable")],
                        forced.alias("forced"), movable.alias("movable"))
 
