@@ -150,3 +150,15 @@ def test_a_sender_whose_count_is_high_moves_more_smaller_replicas() -> None:
     plan = decide_bytes(stats, cluster, 0.1, closed=False)
     # Broker 1 holds 200 of 300 replicas (band 90..110): it must give away 90 of them, whatever their bytes.
     assert plan.out[1] / plan.mover_size[1] >= 90
+
+
+@pytest.mark.parametrize(("request_", "balancing"), [
+    (PlanRequest(goal=Goal.REBALANCE), True),
+    (PlanRequest(goal=Goal.ADD_BROKERS, brokers=(3,)), True),
+    (PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=3), False),
+    (PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=3, rebalance_existing=True), True),
+])
+def test_a_replication_factor_change_places_only_the_new_replicas_unless_asked(request_: PlanRequest,
+                                                                                 balancing: bool) -> None:
+    cluster = Cluster.of(request_, [BrokerInfo(id=b) for b in (1, 2, 3)], [1, 2, 3])
+    assert cluster.balancing is balancing

@@ -37,6 +37,7 @@ def test_a_request_reads_and_writes_the_spec_plan_field_names() -> None:
     ('{"goal":"AddBrokers","brokers":[]}', "needs the brokers"),
     ('{"goal":"ReplicationFactor"}', "needs 'replicationFactor'"),
     ('{"goal":"Rebalance","replicationFactor":3}', "only applies to goal ReplicationFactor"),
+    ('{"goal":"AddBrokers","brokers":[4],"rebalanceExisting":true}', "only applies to goal ReplicationFactor"),
     ('{"goal":"Rebalance","tolerance":0}', "tolerance"),
     ('{"goal":"Rebalance","brokers":[1,1]}', "twice"),
     ('{"goal":"Shuffle"}', "goal"),

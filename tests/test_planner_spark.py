@@ -50,6 +50,31 @@ def test_golden_plan(spark: SparkSession, tmp_path: Path, case: str) -> None:
     assert metrics.rack_violations_after == 0
 
 
+
+def _rack_counts(folder: Path, plan: dict[str, object]) -> dict[tuple[str, int], list[int]]:
+    """Replicas per rack (sorted counts) of every partition after the plan, from the input and the plan's changes."""
+    rack = {b["id"]: b["rack"] for b in json.loads((folder / "brokers.json").read_text())}
+    after = {(r["topic"], r["partition"]): r["replicas"] for r in map(json.loads, (folder / "partitions").open())}
+    after.update({(e["topic"], e["partition"]): e["replicas"] for e in plan["partitions"]})  # type: ignore[attr-defined]
+    return {tp: sorted(Counter(rack[b] for b in replicas).values()) for tp, replicas in after.items()}
+
+
+@pytest.mark.parametrize("case", ["rf-above-racks", "rack-doubled-up"])
+def test_more_replicas_than_racks_use_every_rack_before_doubling_up(spark: SparkSession, tmp_path: Path,
+                                                                      case: str) -> None:
+    """RF 4 over 3 racks is 2+1+1, never 2+2+0: growing RF 2 -> 4, and mending partitions left 2+2+0."""
+    metrics, plan = _plan(spark, DATA / case, tmp_path)
+    assert metrics.ok, metrics.message
+    spread = _rack_counts(DATA / case, plan)
+    assert {tp: counts for tp, counts in spread.items() if counts != [1, 1, 2]} == {}
+    assert metrics.rack_violations_after == 0
+    if case == "rf-above-racks":
+        # Growing the factor keeps the replicas there are: the first two of every partition stay.
+        rows = map(json.loads, (DATA / case / "partitions").open())
+        before = {(r["topic"], r["partition"]): r["replicas"] for r in rows}
+        for entry in plan["partitions"]:  # type: ignore[attr-defined]
+            assert set(before[(entry["topic"], entry["partition"])]) <= set(entry["replicas"])
+
 def test_golden_removal_moves_exactly_the_removed_brokers_bytes(spark: SparkSession, tmp_path: Path) -> None:
     metrics, _ = _plan(spark, DATA / "remove-broker", tmp_path)
     assert metrics.lower_bound_bytes == metrics.bytes_to_move == 400
@@ -94,9 +119,26 @@ PROPERTY_CASES = {
     "rebalance, 12 brokers in 3 racks": (1, 12, 3, 300, 3, 0, PlanRequest(goal=Goal.REBALANCE, tolerance=0.1)),
     "remove 2 of 10 brokers in 5 racks": (2, 10, 5, 250, 3, 0,
                                           PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(4, 7), tolerance=0.1)),
-    "RF 2 -> 3 on 9 brokers (2 empty), no racks": (3, 9, 0, 240, 2, 2, PlanRequest(
-        goal=Goal.REPLICATION_FACTOR, replication_factor=3, tolerance=0.1)),
+    "RF 2 -> 3 on 9 brokers (2 empty), no racks, rebalancing": (3, 9, 0, 240, 2, 2, PlanRequest(
+        goal=Goal.REPLICATION_FACTOR, replication_factor=3, tolerance=0.1, rebalance_existing=True)),
 }
+
+
+def test_a_replication_factor_increase_copies_only_the_new_replicas(spark: SparkSession, tmp_path: Path) -> None:
+    """The default: the bytes moved are the new replicas' bytes, which is also the bound reported."""
+    infos, records = random_cluster(3, 9, 3, 240, 2, 2)
+    request = PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=3, tolerance=0.1)
+    result = make_plan(read_snapshot(spark, str(write_input(tmp_path / "input", request, infos, records))))
+    target = {(row["topic"], row["partition"]): list(row["replicas"])
+              for row in result.state.select("topic", "partition", "replicas").collect()}
+    rack = {b.id: b.rack for b in infos}
+    for r in records:
+        after = target[(r.topic, r.partition)]
+        assert after[:2] == list(r.replicas), "existing replicas stay, in their order (the leader first)"
+        assert len({rack[b] for b in after}) == 3
+    created = sum(r.size_bytes for r in records)
+    assert result.metrics.bytes_to_move == result.metrics.lower_bound_bytes == created
+    assert result.metrics.replicas_to_move == len(records)
 
 
 @pytest.mark.parametrize("case", list(PROPERTY_CASES))

@@ -138,6 +138,12 @@ class Plan(ApiModel):
         description="Replicas every selected partition should have. Required by goal ReplicationFactor, forbidden "
         "by the others.",
     )
+    rebalance_existing: StrictBool | None = Field(
+        default=None,
+        description="ReplicationFactor: also move existing replicas to even out the brokers. Unset or false: only the "
+        "new replicas are placed (and replicas a rack holds beyond its share), so the bytes moved are what the new "
+        "replicas copy. Forbidden by the other goals.",
+    )
     tolerance: StrictFloat = Field(
         default=0.10,
         gt=0,
@@ -184,6 +190,13 @@ class Plan(ApiModel):
             message="replicationFactor is only used by goal ReplicationFactor",
             holds=lambda p: p.goal is PlanGoal.REPLICATION_FACTOR or p.replication_factor is None,
             field_path=".replicationFactor",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel="self.goal == 'ReplicationFactor' || !has(self.rebalanceExisting)",
+            message="rebalanceExisting is only used by goal ReplicationFactor",
+            holds=lambda p: p.goal is PlanGoal.REPLICATION_FACTOR or p.rebalance_existing is None,
+            field_path=".rebalanceExisting",
             reason=RuleReason.FORBIDDEN,
         ),
     )

@@ -95,6 +95,9 @@ class PlanRequest(_Document):
     replication_factor: int | None = Field(default=None, ge=1)
     tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
     rack_aware: bool = True
+    # ReplicationFactor: also move replicas that exist to even out the brokers. Off, only the new replicas are placed
+    # (and replicas a rack holds beyond its share), so the bytes moved are the bytes the new replicas copy.
+    rebalance_existing: bool = False
 
     @model_validator(mode="after")
     def _goal_needs(self) -> Self:
@@ -104,6 +107,8 @@ class PlanRequest(_Document):
             raise ValueError("goal ReplicationFactor needs 'replicationFactor'")
         if self.goal is not Goal.REPLICATION_FACTOR and self.replication_factor is not None:
             raise ValueError(f"'replicationFactor' only applies to goal ReplicationFactor, not {self.goal.value}")
+        if self.goal is not Goal.REPLICATION_FACTOR and self.rebalance_existing:
+            raise ValueError(f"'rebalanceExisting' only applies to goal ReplicationFactor, not {self.goal.value}")
         if len(set(self.brokers)) != len(self.brokers):
             raise ValueError("'brokers' lists a broker twice")
         return self

@@ -6,6 +6,9 @@ plain Python so that the rules are unit-tested without Spark:
 - *eligible* brokers take part after the change: alive, not being removed, and, for a ``Rebalance`` that names
   brokers, among those named. Only they send and receive replicas; any other broker keeps what it has.
 - *removed* brokers (``RemoveBrokers``) must end with nothing of the selected topics.
+- *balancing*: whether replicas that need not move may move to even out the brokers. Every goal balances but a
+  ``ReplicationFactor`` change, which only places the new replicas unless ``rebalanceExisting`` asks for more: growing
+  a topic's replicas should copy the new replicas' bytes, not reshuffle the old ones.
 - *placement domains*: the unit a partition may hold at most one replica of. With rack awareness in force a domain is
   a rack, otherwise a single broker. Rack awareness is in force when it is requested, every eligible broker has a rack
   and there are at least two racks; a partition is then bound to distinct racks when it has no more replicas than
@@ -33,6 +36,7 @@ class Cluster:
     rack_mode: bool
     # broker -> domain id for every known broker: a rack's index in rack mode, else the broker id.
     domain_of: dict[int, int]
+    balancing: bool = True
 
     @property
     def domains(self) -> dict[int, tuple[int, ...]]:
@@ -89,5 +93,6 @@ class Cluster:
             domain_of = {b: index[r] if r is not None else -1 - b for b, r in racks.items()}
         else:
             domain_of = {b: b for b in racks}
+        balancing = request.goal is not Goal.REPLICATION_FACTOR or request.rebalance_existing
         return cls(racks=racks, alive=alive, eligible=eligible, removed=removed, rack_mode=rack_mode,
-                   domain_of=domain_of)
+                   domain_of=domain_of, balancing=balancing)

@@ -208,7 +208,8 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     if run.counts(MAX_COUNT_ROUNDS):
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
         run.recount()
-    run.leaders(MAX_LEADER_ROUNDS)
+    if cluster.balancing:  # without it, the preferred leaders stay too: nothing but the new replicas changes
+        run.leaders(MAX_LEADER_ROUNDS)
     log.info("rounds done (%.1fs)", clock() - started)
     result = measure(run.state, cluster, request, lower_bound_bytes=lb_bytes, lower_bound_replicas=lb_replicas,
                      rounds=run.count, planning_seconds=clock() - started)

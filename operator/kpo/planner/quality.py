@@ -100,6 +100,9 @@ def lower_bounds(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tole
     """The movement lower bound in bytes and in replicas, from the state before the first round."""
     placed = {b: s for b, s in stats.items() if b is not None}
     created = stats.get(None, BrokerStats(broker=None))
+    if not cluster.balancing:
+        # Only what must move moves (new replicas, replicas beyond a rack's share): that is the bound, and the plan.
+        return (sum(s.forced_bytes for s in stats.values()), sum(s.forced_replicas for s in stats.values()))
     by_bytes = {b: BrokerTotals(s.bytes, s.bytes - s.movable_bytes - s.forced_bytes) for b, s in placed.items()}
     by_count = {b: BrokerTotals(s.replicas, s.replicas - s.movable_replicas - s.forced_replicas)
                 for b, s in placed.items()}

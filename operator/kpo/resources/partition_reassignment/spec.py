@@ -47,7 +47,8 @@ def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
                        topic_pattern=plan.topic_pattern, exclude_topics=tuple(plan.exclude_topics or ()),
                        replication_factor=plan.replication_factor,
                        # The API allows a tolerance of 1 (anything goes); the job's contract wants it below 1.
-                       tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware)
+                       tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware,
+                       rebalance_existing=bool(plan.rebalance_existing))
 
 
 def plan_intent_of(spec: PartitionReassignmentSpec, generation: int) -> PlanIntent:
