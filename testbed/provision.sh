@@ -231,10 +231,9 @@ build_kpo_images() {  # repo key
       "oci-archive:$(image_archive "$target" "$key"):localhost/kpo/$target:$key"
   done
   rm -rf "$src"
-  # Earlier builds' tags and the layers only they used.
+  # Earlier builds' tags go; the builder's cached layers stay (pruning them would reinstall every dependency).
   buildah images --format '{{.Name}}:{{.Tag}}' | grep -E '^localhost/kpo/(operator|planner):' \
     | grep -v ":$key\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
-  buildah rmi --prune >/dev/null 2>&1 || true
 }
 
 what=${1:-all}

@@ -127,7 +127,7 @@ def test_the_operator_entry_point_starts_and_knows_the_chart_flags(capsys: pytes
 
 
 def test_the_planner_entry_point_exists_and_starts(capsys: pytest.CaptureFixture[str]) -> None:
-    build = " ".join(rest for stage, word, rest in instructions() if stage == "build" and word == "RUN")
+    build = " ".join(rest for stage, word, rest in instructions() if stage == "runtime" and word == "RUN")
     assert "/opt/kpo/planner-job.py" in build and "job.py" in build
     job = ROOT / "operator" / "kpo" / "planner" / "job.py"
     assert 'if __name__ == "__main__":' in job.read_text()  # spark-submit runs it as a file
@@ -209,8 +209,8 @@ def test_every_dependency_is_pinned_with_hashes_and_the_runtime_lock_agrees_with
 def test_make_and_the_image_install_the_locks_with_hashes() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "--require-hashes -r requirements-dev.lock" in makefile
-    build = [args for stage, word, args in instructions() if stage == "build" and word == "RUN"]
+    runs = [args for _, word, args in instructions() if word == "RUN"]
     # The locked dependencies first, then kpo itself without letting pip resolve anything else.
-    assert "--require-hashes -r requirements.lock" in build[0]
-    assert all("pip install" not in args or "--require-hashes" in args or "--no-deps" in args for args in build)
+    assert "--require-hashes -r requirements.lock" in next(args for args in runs if "pip install" in args)
+    assert all("pip install" not in args or "--require-hashes" in args or "--no-deps" in args for args in runs)
     assert not dockerignore_excludes("requirements.lock")
