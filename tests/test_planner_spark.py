@@ -75,6 +75,17 @@ def test_more_replicas_than_racks_use_every_rack_before_doubling_up(spark: Spark
         for entry in plan["partitions"]:  # type: ignore[attr-defined]
             assert set(before[(entry["topic"], entry["partition"])]) <= set(entry["replicas"])
 
+
+def test_partitions_without_a_live_replica_are_left_out_and_named(spark: SparkSession, tmp_path: Path) -> None:
+    """Broker 4 is dead and 5 is gone: payments-0 and -3 have no replica anyone could copy from."""
+    metrics, plan = _plan(spark, DATA / "offline-partitions", tmp_path)
+    assert metrics.ok, metrics.message
+    assert metrics.offline_partitions == 2
+    assert metrics.offline_examples == ("payments-0", "payments-3")
+    planned = {e["partition"]: e["replicas"] for e in plan["partitions"]}  # type: ignore[attr-defined]
+    assert not {0, 3} & set(planned), "no move without a live source"
+    assert 4 not in planned[1] and 1 in planned[1], "payments-1 leaves broker 4, copied from broker 1"
+
 def test_golden_removal_moves_exactly_the_removed_brokers_bytes(spark: SparkSession, tmp_path: Path) -> None:
     metrics, _ = _plan(spark, DATA / "remove-broker", tmp_path)
     assert metrics.lower_bound_bytes == metrics.bytes_to_move == 400

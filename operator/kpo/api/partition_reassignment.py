@@ -458,6 +458,17 @@ class PlanSummary(StatusModel):
         ge=0,
         description="Generated plans: the fewest bytes any plan reaching the goal must copy, to judge this one by.",
     )
+    offline_partitions: int = Field(
+        default=0,
+        ge=0,
+        description="Generated plans: selected partitions with no replica on an alive broker. Nothing can copy them, "
+        "so the plan leaves them out; bring a broker holding them back first.",
+    )
+    offline_examples: list[str] = Field(
+        default_factory=list,
+        max_length=10,
+        description="The first offline partitions (topic-partition), sorted.",
+    )
     brokers: list[BrokerLoad] = Field(
         default_factory=list,
         description="Load per broker, before and after.",

@@ -213,6 +213,9 @@ class PlanMetrics(_Document):
     rack_violations_before: int = 0
     rack_violations_after: int = 0
     replicas_left_on_removed_brokers: int = 0
+    # Selected partitions with no replica on an alive broker: nothing could copy them, so the plan leaves them out.
+    offline_partitions: int = 0
+    offline_examples: tuple[str, ...] = ()
     balance_before: Balance | None = None
     balance_after: Balance | None = None
     brokers_before: tuple[BrokerLoad, ...] = ()

@@ -38,7 +38,7 @@ from kpo.domain.plan_contract import (
 from kpo.planner import leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.flow import handovers
-from kpo.planner.prepare import to_state
+from kpo.planner.prepare import offline_partitions, to_state
 from kpo.planner.rounds import RoundPlan, decide_bytes, decide_counts, decide_leaders, with_deltas
 
 MAX_BYTE_ROUNDS = 6
@@ -188,6 +188,10 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     cluster = Cluster.of(request, snapshot.brokers, referenced_brokers(partitions))
     log.info("snapshot read: %d brokers take part, racks %s (%.1fs)", len(cluster.eligible),
              "in force" if cluster.rack_mode else "not in force", clock() - started)
+    lost, lost_examples = offline_partitions(partitions, request, cluster)
+    if lost:
+        log.warning("%d selected partitions have no replica on an alive broker and are left out: %s", lost,
+                    ", ".join(lost_examples))
     share = _load_share(partitions) if request.goal is Goal.REPLICATION_FACTOR else None
     state = checkpoint(to_state(partitions, request, cluster, share))
     shape = state.agg(F.min(F.when(F.col("selected"), F.size("replicas"))).alias("min_rf"),
@@ -213,6 +217,7 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     log.info("rounds done (%.1fs)", clock() - started)
     result = measure(run.state, cluster, request, lower_bound_bytes=lb_bytes, lower_bound_replicas=lb_replicas,
                      rounds=run.count, planning_seconds=clock() - started)
+    result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples})
     return PlanResult(state=run.state, cluster=cluster, metrics=result)
 
 

@@ -4,6 +4,9 @@ A ``ReplicationFactor`` request changes the length of the replica lists before a
 empty slots (replicas to create, placed by the first round like any forced move), a shorter one loses replicas. The
 replicas kept are, in order of preference: the current leader, replicas on eligible brokers, in-sync replicas,
 replicas in a rack not yet used, and replicas on lightly loaded brokers -- so a decrease also helps the balance.
+
+A partition with no replica on an alive broker is *offline*: no broker could serve a copy of it, so a move of it
+would never finish. It is left out of the selection, and counted and named in the metrics instead.
 """
 
 from __future__ import annotations
@@ -34,6 +37,21 @@ def selection(request: PlanRequest) -> Column:
     return chosen
 
 
+def offline(cluster: Cluster) -> Column:
+    """Whether the row's partition has no replica on an alive broker."""
+    alive = members(cluster.alive)
+    return ~F.exists("replicas", alive.has)
+
+
+def offline_partitions(partitions: DataFrame, request: PlanRequest, cluster: Cluster, examples: int = 10
+                       ) -> tuple[int, tuple[str, ...]]:
+    """How many selected partitions are offline, and the first few of them as ``topic-partition``."""
+    found = partitions.filter(selection(request) & offline(cluster))
+    count = found.count()
+    first = found.orderBy("topic", "partition").limit(examples).collect() if count else []
+    return count, tuple(f"{r['topic']}-{r['partition']}" for r in first)
+
+
 def _resized(replicas: Column, factor: int, cluster: Cluster, load_share: Mapping[int, float]) -> Column:
     eligible = members(cluster.eligible)
     domain = table(cluster.domain_of, "int")
@@ -61,7 +79,7 @@ def _resized(replicas: Column, factor: int, cluster: Cluster, load_share: Mappin
 def to_state(partitions: DataFrame, request: PlanRequest, cluster: Cluster,
              load_share: Mapping[int, float] | None = None) -> DataFrame:
     """The planner's state (``STATE_COLUMNS``); ``load_share`` (broker -> load / heaviest load) guides decreases."""
-    selected = selection(request)
+    selected = selection(request) & ~offline(cluster)
     replicas = F.col("replicas")
     if request.goal is Goal.REPLICATION_FACTOR and request.replication_factor is not None:
         resized = _resized(replicas, request.replication_factor, cluster, load_share or {})

@@ -170,4 +170,5 @@ def summary_status(metrics: PlanMetrics) -> dict[str, Any]:
                for broker in sorted(set(before) | set(after))]
     return {"partitions": metrics.partitions_changed, "replicaMoves": metrics.replicas_to_move,
             "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes,
-            "lowerBoundBytes": metrics.lower_bound_bytes, "brokers": brokers}
+            "lowerBoundBytes": metrics.lower_bound_bytes, "offlinePartitions": metrics.offline_partitions,
+            "offlineExamples": list(metrics.offline_examples), "brokers": brokers}
