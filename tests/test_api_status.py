@@ -68,6 +68,8 @@ FULL_STATUS: dict[str, StatusModel] = {
         phase=ReassignmentPhase.EXECUTING,
         summary=PlanSummary(
             partitions=30, replica_moves=45, bytes_to_move=9 * 2**40, leader_changes=10, lower_bound_bytes=2**40,
+            offline_partitions=1, offline_examples=["orders-7"], band_reached=False, max_over_mean=1.3,
+            min_over_mean=0.47, note="the band of +-10% around the mean bytes was not reached: broker 1 at 0.47 x mean",
             brokers=[BrokerLoad(id=1, bytes_before=5, bytes_after=3, replicas_before=20, replicas_after=15,
                                 leaders_before=7, leaders_after=5)],
         ),

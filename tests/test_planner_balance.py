@@ -162,3 +162,23 @@ def test_a_replication_factor_change_places_only_the_new_replicas_unless_asked(r
                                                                                  balancing: bool) -> None:
     cluster = Cluster.of(request_, [BrokerInfo(id=b) for b in (1, 2, 3)], [1, 2, 3])
     assert cluster.balancing is balancing
+
+
+def test_the_band_report_names_the_brokers_outside_and_says_the_plan_is_the_closest_found() -> None:
+    from kpo.domain.plan_contract import BrokerLoad  # noqa: PLC0415
+    from kpo.planner.quality import balance, band_report  # noqa: PLC0415
+
+    cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in (1, 2, 3, 4)], [1, 2, 3, 4])
+    loads = tuple(BrokerLoad(broker=b, bytes=n, replicas=1, leaders=0) for b, n in ((1, 100), (2, 100), (3, 47 * 2),
+                                                                                      (4, 159)))
+    reached, note = band_report(loads, cluster, 0.1)
+    assert reached is False
+    # Mean 113.25: broker 4 is 40 % above, 3 is 17 % below, 1 and 2 are 12 % below.
+    assert note.startswith("the band of +-10% around the mean bytes was not reached: broker 4 at 1.40 x mean, "
+                           "broker 3 at 0.83 x mean, broker 1 at 0.88 x mean, broker 2 at 0.88 x mean;")
+    assert balance(loads, cluster).bytes_min == 0.83
+    inside = tuple(BrokerLoad(broker=b, bytes=100 + b, replicas=1, leaders=0) for b in (1, 2, 3, 4))
+    assert band_report(inside, cluster, 0.1) == (True, "")
+    adding = Cluster.of(PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=2),
+                        [BrokerInfo(id=b) for b in (1, 2, 3, 4)], [1, 2, 3, 4])
+    assert band_report(loads, adding, 0.1) == (None, "")

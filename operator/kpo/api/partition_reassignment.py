@@ -469,6 +469,17 @@ class PlanSummary(StatusModel):
         max_length=10,
         description="The first offline partitions (topic-partition), sorted.",
     )
+    band_reached: bool | None = Field(
+        default=None,
+        description="Generated plans that balance: whether every broker ends within tolerance of the mean bytes. "
+        "When false, note names the brokers outside; the plan is still the closest found.",
+    )
+    max_over_mean: float | None = Field(default=None, ge=0, description="Generated plans: the fullest broker's "
+                                        "bytes after the plan, over the mean (1.0 is perfect).")
+    min_over_mean: float | None = Field(default=None, ge=0, description="Generated plans: the emptiest broker's "
+                                        "bytes after the plan, over the mean (1.0 is perfect).")
+    note: str = Field(default="", max_length=1024, description="Generated plans: what the planning job says about "
+                      "its plan, e.g. why the band was not reached.")
     brokers: list[BrokerLoad] = Field(
         default_factory=list,
         description="Load per broker, before and after.",

@@ -183,11 +183,13 @@ class BrokerLoad(_Document):
 
 
 class Balance(_Document):
-    """max / mean over the brokers that take part after the change (1.0 is perfect)."""
+    """max / mean over the brokers that take part after the change (1.0 is perfect), and min / mean of their bytes:
+    max / mean alone hides a broker left far below the others."""
 
     bytes: float
     replicas: float
     leaders: float
+    bytes_min: float = 1.0
 
 
 class PlanMetrics(_Document):
@@ -216,6 +218,9 @@ class PlanMetrics(_Document):
     # Selected partitions with no replica on an alive broker: nothing could copy them, so the plan leaves them out.
     offline_partitions: int = 0
     offline_examples: tuple[str, ...] = ()
+    # Whether every broker taking part ends within tolerance of the mean bytes (None: the goal does not balance).
+    # When not, ``message`` names the brokers outside and the status is still ok: the plan is the closest found.
+    band_reached: bool | None = None
     balance_before: Balance | None = None
     balance_after: Balance | None = None
     brokers_before: tuple[BrokerLoad, ...] = ()

@@ -230,8 +230,10 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, lower_b
         raise PlanError("internal error, the plan breaks a hard constraint: "
                         + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
     before, after = quality.broker_loads(state, cluster)
+    reached, note = quality.band_report(after, cluster, request.tolerance)
     return PlanMetrics(
-        status=STATUS_OK, goal=request.goal, tolerance=request.tolerance, partitions=counted["partitions"],
+        status=STATUS_OK, message=note, band_reached=reached, goal=request.goal, tolerance=request.tolerance,
+        partitions=counted["partitions"],
         partitions_selected=counted["partitions_selected"], partitions_changed=counted["partitions_changed"],
         replicas_to_move=counted["replicas_to_move"], bytes_to_move=counted["bytes_to_move"],
         leader_changes=counted["leader_changes"], lower_bound_bytes=lower_bound_bytes,

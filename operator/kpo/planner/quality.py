@@ -41,9 +41,30 @@ def broker_loads(state: DataFrame, cluster: Cluster) -> tuple[tuple[BrokerLoad, 
 
 def balance(loads: tuple[BrokerLoad, ...], cluster: Cluster) -> Balance:
     taking_part = [b for b in loads if b.broker in cluster.eligible]
-    return Balance(bytes=max_over_mean([b.bytes for b in taking_part]),
+    sizes = [b.bytes for b in taking_part]
+    mean = sum(sizes) / len(sizes) if sizes else 0.0
+    return Balance(bytes=max_over_mean(sizes),
                    replicas=max_over_mean([b.replicas for b in taking_part]),
-                   leaders=max_over_mean([b.leaders for b in taking_part]))
+                   leaders=max_over_mean([b.leaders for b in taking_part]),
+                   bytes_min=round(min(sizes) / mean, 4) if mean else 1.0)
+
+
+def band_report(loads: tuple[BrokerLoad, ...], cluster: Cluster, tolerance: float) -> tuple[bool | None, str]:
+    """Whether the brokers taking part end within ``tolerance`` of their mean bytes, and if not, which do not."""
+    if not cluster.balancing:
+        return None, ""
+    taking_part = [b for b in loads if b.broker in cluster.eligible]
+    mean = sum(b.bytes for b in taking_part) / len(taking_part) if taking_part else 0.0
+    if not mean:
+        return True, ""
+    outside = sorted((b for b in taking_part if abs(b.bytes - mean) > tolerance * mean + 1e-9),
+                     key=lambda b: -abs(b.bytes - mean))
+    if not outside:
+        return True, ""
+    shown = ", ".join(f"broker {b.broker} at {b.bytes / mean:.2f} x mean" for b in outside[:5])
+    more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+    return False, (f"the band of +-{tolerance:.0%} around the mean bytes was not reached: {shown}{more}; this is the "
+                   f"closest plan the rounds found (the replica sizes or the fixed replicas allow no better)")
 
 
 def _crowded(column: str, cluster: Cluster) -> Column:

@@ -171,4 +171,7 @@ def summary_status(metrics: PlanMetrics) -> dict[str, Any]:
     return {"partitions": metrics.partitions_changed, "replicaMoves": metrics.replicas_to_move,
             "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes,
             "lowerBoundBytes": metrics.lower_bound_bytes, "offlinePartitions": metrics.offline_partitions,
-            "offlineExamples": list(metrics.offline_examples), "brokers": brokers}
+            "offlineExamples": list(metrics.offline_examples), "bandReached": metrics.band_reached,
+            "maxOverMean": metrics.balance_after.bytes if metrics.balance_after else None,
+            "minOverMean": metrics.balance_after.bytes_min if metrics.balance_after else None,
+            "note": metrics.message[:1024], "brokers": brokers}
