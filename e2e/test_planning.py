@@ -154,6 +154,11 @@ def test_remove_brokers_plan_is_proposed_approved_and_carried_out(kafka_admin: A
     # The shared test bed holds other tests' topics, unevenly: the band the lower bound assumes may be out of reach
     # for one small topic, so only its presence is checked here (bench/ measures plans against it).
     assert status["summary"]["lowerBoundBytes"] >= 0
+    # The report is consistent with itself: the band is reached exactly when the job has nothing to say about it.
+    summary = status["summary"]
+    assert summary["minOverMean"] <= 1.0 <= summary["maxOverMean"]
+    assert summary["bandReached"] is (summary["note"] == ""), summary
+    assert summary["offlinePartitions"] == 0 and summary["offlineExamples"] == []
     ready = resources.condition(KPR, "drain", "Ready")
     assert ready is not None and proposal["id"] in ready["message"]
     assert replicas_of(kafka_admin, topic_name) == before, "nothing moves before the approval"
