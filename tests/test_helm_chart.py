@@ -63,12 +63,13 @@ def test_schema_closes_every_object_of_the_kafka_connection() -> None:
 
 
 def test_values_name_the_defaults_the_operator_uses() -> None:
-    from kpo.config import ExecutionDefaults, OperatorConfig  # noqa: PLC0415
+    from kpo.config import ExecutionDefaults, OperatorConfig, RefillConfig  # noqa: PLC0415
 
     v = values()
     defaults = OperatorConfig()
     assert v["operator"]["pollIntervalSeconds"] == defaults.poll_interval_seconds
     assert v["operator"]["execution"] == ExecutionDefaults().model_dump(by_alias=True)
+    assert v["operator"]["refill"] == RefillConfig().model_dump(by_alias=True)
     assert v["metrics"]["port"] == defaults.metrics_port
     assert v["planner"]["backend"] == "local"
 

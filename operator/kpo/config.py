@@ -106,6 +106,19 @@ class ExecutionDefaults(_Model):
         description="In-flight moves copying into one broker, and separately out of it (the leader serving the copy).")
 
 
+class RefillConfig(_Model):
+    """Refill between polls (:mod:`kpo.domain.refill`): a PartitionReassignment's tick that leaves moves of its own in
+    flight and moves waiting for a slot keeps looking at Kafka until about the next poll, and refills a slot as soon
+    as a move has ended, under the same limits."""
+
+    first_probe_seconds: float = Field(
+        default=0.25, ge=0, description="Seconds from a pass to the first look; 0 turns refill between polls off.")
+    probe_growth: float = Field(default=1.5, ge=1, description="Each look that finds no move ended waits this much "
+                                                               "longer than the previous one.")
+    # Each watching tick holds one of Kopf's worker threads (8) for up to a poll interval: keep room for the others.
+    max_watching_ticks: int = Field(default=4, ge=1, description="Ticks that may watch at the same time.")
+
+
 class ResourcesSpec(_Model):
     cores: int = Field(default=1, ge=1)
     memory: str = "1g"
@@ -149,6 +162,7 @@ class OperatorConfig(_Model):
     default_cluster: str = DEFAULT_CLUSTER
     poll_interval_seconds: float = Field(default=2.0, gt=0)
     execution: ExecutionDefaults = ExecutionDefaults()
+    refill: RefillConfig = RefillConfig()
     namespace: str = Field(default="default", description="The operator's own namespace (Secrets are read here).")
     metrics_port: int = 8080
     planner: PlannerConfig = PlannerConfig()

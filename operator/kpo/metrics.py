@@ -63,6 +63,13 @@ TRANSITIONS = Counter(
     "kpo_phase_transitions", "Resources entering a phase (alert on Failed and Invalid).",
     ["kind", "phase"], registry=REGISTRY)
 
+REFILL_PASSES = Counter(
+    "kpo_refill_passes", "Passes a tick made between polls because a move of its own had ended (refill between polls).",
+    ["kind", "cluster"], registry=REGISTRY)
+MOVES_STARTED_BETWEEN_POLLS = Counter(
+    "kpo_moves_started_between_polls", "Moves Kafka accepted from passes made between polls (refill between polls).",
+    ["kind", "cluster"], registry=REGISTRY)
+
 KAFKA_EVENT_REASONS = frozenset({"KafkaUnavailable", "KafkaRefused", "NotAuthorized", "AuthenticationFailed"})
 
 
@@ -332,3 +339,10 @@ __all__ = [
     "reconcile",
     "serve",
 ]
+
+
+def refilled(kind: str, cluster: str, started: int) -> None:
+    """One pass between polls, and the moves it started."""
+    REFILL_PASSES.labels(kind, cluster).inc()
+    if started:
+        MOVES_STARTED_BETWEEN_POLLS.labels(kind, cluster).inc(started)

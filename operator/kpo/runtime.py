@@ -79,6 +79,7 @@ class OperatorContext:
     _schedulers: dict[str, ClusterScheduler] = field(default_factory=dict)
     _write_rates: dict[str, WriteRates] = field(default_factory=dict)
     _planning_jobs: PlanningJobs | None = None
+    _refill_slots: threading.BoundedSemaphore | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -176,6 +177,13 @@ class OperatorContext:
                 return
             del self._admins[name]
         admin.close()
+
+    def refill_slots(self) -> threading.BoundedSemaphore:
+        """Ticks that may watch their moves between polls at the same time (each holds a worker thread meanwhile)."""
+        with self._lock:
+            if self._refill_slots is None:
+                self._refill_slots = threading.BoundedSemaphore(self.config.refill.max_watching_ticks)
+            return self._refill_slots
 
     def resource_lock(self, uid: str) -> threading.Lock:
         with self._lock:

@@ -95,6 +95,10 @@ execution:
   maxMoves: {{ .Values.operator.execution.maxMoves }}
   maxMovesPerBroker: {{ .Values.operator.execution.maxMovesPerBroker }}
   maxMovesPerBrokerDirection: {{ .Values.operator.execution.maxMovesPerBrokerDirection }}
+refill:
+  firstProbeSeconds: {{ .Values.operator.refill.firstProbeSeconds }}
+  probeGrowth: {{ .Values.operator.refill.probeGrowth }}
+  maxWatchingTicks: {{ .Values.operator.refill.maxWatchingTicks }}
 namespace: {{ .Release.Namespace | quote }}
 metricsPort: {{ .Values.metrics.port }}
 {{- end -}}

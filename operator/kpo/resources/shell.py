@@ -358,7 +358,10 @@ def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_sec
 
     if kind.index is not None:
         kopf.index(GROUP, VERSION, kind.plural, id=f"{prefix}_claims", registry=registry)(kind.index)
-    kopf.timer(GROUP, VERSION, kind.plural, id=f"{prefix}_tick", interval=poll_interval_seconds,
+    # Sharp: ticks start on a fixed grid of the poll interval, not a poll interval after the previous one ended. A
+    # tick that watches its moves until about the next poll (refill between polls, kpo.domain.refill) then hands over
+    # to the next one without a gap, and a short tick is followed exactly as before.
+    kopf.timer(GROUP, VERSION, kind.plural, id=f"{prefix}_tick", interval=poll_interval_seconds, sharp=True,
                backoff=max(5.0, 3 * poll_interval_seconds), when=polls, registry=registry)(on_tick)
     kopf.on.delete(GROUP, VERSION, kind.plural, id=f"{prefix}_delete", optional=kind.release is None,
                    registry=registry)(on_delete)

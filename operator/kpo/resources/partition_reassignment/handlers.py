@@ -20,17 +20,19 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
+from kpo import metrics
 from kpo.api import DeletionPolicy, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
-from kpo.domain.clock import parse_rfc3339
+from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
-from kpo.domain.model import TopicPartition
+from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.reassignment import Target
+from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Owner
 from kpo.k8s.rollback import rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
-from kpo.resources.partition_reassignment import plan_reconciler, reconciler
+from kpo.resources.partition_reassignment import plan_reconciler, reconciler, refill
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent
 from kpo.resources.partition_reassignment.plan_lifecycle import Step, route
 from kpo.resources.partition_reassignment.spec import (
@@ -45,6 +47,7 @@ from kpo.resources.partition_reassignment.status import claim_of, memory_of, thr
 from kpo.runtime import OperatorContext
 
 PLURAL = "partitionreassignments"
+KIND_NAME = "PartitionReassignment"
 log = logging.getLogger(__name__)
 Tick = shell.Tick[PartitionReassignmentSpec]
 
@@ -129,8 +132,39 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
         assert current is not None
         intent = replace(intent, targets={tp: Target(r) for tp, r in current.targets.items()})
     originals = context.rollbacks.load(tick.namespace, tick.name)
-    return reconciler.tick(body=tick.body, intent=intent, memory=memory_of(tick.status, originals),
-                           ports=_ports(tick, intent), now=tick.now)
+
+    def one_pass(body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]
+                 ) -> tuple[Outcome[Any] | None, reconciler.PassReport | None]:
+        current = tick if body is tick.body else replace(tick, body=body, now=utcnow())
+        reports: list[reconciler.PassReport] = []
+        ports = replace(_ports(current, intent), report=reports.append)
+        outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(current.status, originals), ports=ports,
+                                  now=current.now)
+        return outcome, reports[-1] if reports else None
+
+    return refill.run(tick.body, originals, one_pass, probes=_probes(tick), watching=_watching(context), key=tick.key)
+
+
+def _watching(context: OperatorContext) -> refill.Watching:
+    settings = context.config.refill
+    policy = RefillPolicy(context.config.poll_interval_seconds, first_probe=settings.first_probe_seconds,
+                          growth=settings.probe_growth)
+    return refill.Watching(policy=policy, slots=context.refill_slots())
+
+
+def _probes(tick: Tick) -> refill.Probes:
+    """Looks between polls: the resource's own moves in Kafka, and whether the resource is still the one ticked (the
+    timer's body is live: Kopf updates it as watch events arrive)."""
+    live = tick.body
+
+    def unchanged() -> bool:
+        meta = live.get("metadata") or {}
+        return int(meta.get("generation") or 1) == tick.generation and not meta.get("deletionTimestamp")
+
+    cluster = tick.context.cluster_name(tick.spec.cluster_ref)
+    return refill.Probes(moving=lambda partitions: set(tick.kafka.list_reassignments(partitions)),
+                         unchanged=unchanged,
+                         refilled=lambda started: metrics.refilled(KIND_NAME, cluster, started))
 
 
 def partitionreassignment_refused(tick: Tick, outcome: Outcome[Any]) -> Outcome[Any]:
@@ -167,7 +201,7 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     return reconciler.release(holdings, _ports(tick, intent_of(tick.spec, tick.generation)))
 
 
-KIND = shell.Kind(name="PartitionReassignment", plural=PLURAL, parse=parse_spec,
+KIND = shell.Kind(name=KIND_NAME, plural=PLURAL, parse=parse_spec,
                   at_rest=partitionreassignment_at_rest, reconcile=partitionreassignment_reconcile,
                   refused=partitionreassignment_refused, release=partitionreassignment_release,
                   index=partitionreassignment_claims)

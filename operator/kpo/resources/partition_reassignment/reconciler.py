@@ -18,7 +18,8 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
-from kpo.domain.reassignment import Candidate, changes_replication_factor, settled
+from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
+from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
@@ -100,6 +101,33 @@ class Ports:
     write_rates: Callable[[Mapping[TopicPartition, int]], dict[TopicPartition, float]] = lambda _sizes: {}
     #: The ConfigMap that holds the resource's records (original replicas, throttle journal), named in the status.
     records: str = ""
+    #: Told what each pass left in flight and waiting, for refill between polls (:mod:`refill`).
+    report: Callable[[PassReport], object] = lambda _report: None
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """What one pass left behind, for the loop that refills between polls, and how many moves Kafka accepted."""
+
+    work: Work
+    started: int = 0
+
+
+def work_left(intent: Intent, memory: Memory, decision: Decision, view: ClusterView,
+              owned: Mapping[TopicPartition, Replicas]) -> Work:
+    """Its own moves in flight after acting (bytes each has left) and the moves a freed slot could start; nothing
+    while the phase does not start moves (Pending, Stopping, terminal)."""
+    classification = decision.classification
+    if decision.phase not in (Phase.EXECUTING, Phase.REVERTING) or classification is None:
+        return Work(throttle=intent.throttle)
+    blocked = {c.partition for c in decision.conflicts}
+    pending = [tp for tp in classification.of(PartitionStatus.PENDING)
+               if tp not in decision.submit and tp not in blocked and tp not in memory.failures]
+    # An Incremental step in flight that is not the last: its completion makes the next step pending.
+    steps_left = [tp for tp, replicas in owned.items()
+                  if tp in decision.targets and decision.targets[tp].replicas != replicas]
+    return Work(in_flight={tp: remaining_bytes(view, tp) for tp in owned}, waiting=len(pending) + len(steps_left),
+                throttle=intent.throttle)
 
 
 def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
@@ -184,6 +212,9 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         holders = sorted({c.holder for c in decision.conflicts})
         events.append(Event("Warning", "Conflict", f"{len(decision.conflicts)} partition(s) wait for "
                                                    f"{', '.join(holders)}: {decision.message}"))
+    if not effects.lost_kafka:
+        started = sum(1 for tp, replicas in decision.submit.items() if owned.get(tp) == replicas)
+        ports.report(PassReport(work_left(intent, memory, decision, view, owned), started))
     return Outcome(status=new_status, events=events, decision=decision, lost_kafka=effects.lost_kafka,
                    originals={**decision.save_originals, **memory.originals})
 
