@@ -17,8 +17,9 @@ from kpo_testbed.paths import REPO_ROOT
 
 class OperatorProcess:
     def __init__(self, env: dict[str, str], log_path: Path, namespaces: list[str] | None = None,
-                 umask: int = -1) -> None:
+                 umask: int = -1, metrics_port: int = 0) -> None:
         self.env = env
+        self.metrics_port = metrics_port  # 0: no metrics endpoint
         # -1: inherit. 0 when pods of another user must write into what this (root) process creates, as the Spark
         # driver of a SparkApplication writes its plan into the work directory on a hostPath volume.
         self.umask = umask
@@ -34,7 +35,8 @@ class OperatorProcess:
         log.write(f"\n===== start #{self.starts} =====\n".encode())
         log.flush()
         watch = [arg for ns in self.namespaces for arg in ("--namespace", ns)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "kpo", "--liveness", "", "--metrics-port", "0", *watch],
+        metrics = ["--metrics-port", str(self.metrics_port)]
+        self.proc = subprocess.Popen([sys.executable, "-m", "kpo", "--liveness", "", *metrics, *watch],
                                      env=self.env, cwd=REPO_ROOT, umask=self.umask,
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
