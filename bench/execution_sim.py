@@ -2,11 +2,15 @@
 
 Three ways to run one reassignment, each simulated with the fluid model of `bench.fluid`:
 
-- **kpo**: `kpo.domain.scheduling.moves_to_start`, the operator's own decision function, called at t = 0 and at the
-  first poll after every completion, with `maxMovesPerBroker` as given, each CR's order, and the partitions' write
-  rates and the throttle for its catch-up guard; in the whole-partition scenario kpo uses the Incremental strategy.
-  A second kpo column runs it without write rates (all reported as 0), which switches the guard off. Limits are the
-  operator's defaults unless given: 5 moves per broker, 2 per broker and direction;
+- **kpo**: `kpo.domain.scheduling.moves_to_start`, the operator's own decision function, called at t = 0, at the
+  first poll after every completion, and between polls as the operator's refill does: after every poll and pass,
+  `kpo.domain.refill.next_probe` (the operator's own decision too) says when to look again, and a look that finds
+  a move ended refills one pass later (`--pass-seconds`). With `maxMovesPerBroker` as given, each CR's order, and
+  the partitions' write rates and the throttle for its catch-up guard; in the whole-partition scenario kpo uses the
+  Incremental strategy. A second kpo column runs it with polls only (no looks between polls, the operator before
+  refill between polls), a third without write rates (all reported as 0), which switches the guard off. Limits are
+  the operator's defaults unless given: 5 moves per broker, 2 per broker and direction. The simulator runs the
+  looks for all CRs together (one watcher), where the operator runs one per CR;
 - **all at once**: what kafka-reassign-partitions does, every move submitted at t = 0;
 - **batch with barrier**: the usual wrapper script, batches in spec order, the next batch submitted only once the
   whole previous one has finished. A batch holds as many moves as kpo keeps in flight at most when every move
@@ -24,13 +28,15 @@ import argparse
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from bench.fluid import SimMove, SimResult, Starter, floor, floor_with_writes, simulate
+from bench.fluid import SimMove, SimResult, Starter, Watcher, floor, floor_with_writes, simulate
 from bench.scenarios import THROTTLE, PlannedMove, Scenario, all_scenarios
 from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import TopicPartition
+from kpo.domain.refill import Elapsed, RefillPolicy, Work, next_probe
 from kpo.domain.scheduling import Execution, Limits, Move, Owner, SchedulerConfig, moves_to_start
 
 
@@ -39,9 +45,41 @@ def sim_move(planned: PlannedMove, index: int) -> SimMove:
     return SimMove(index, planned.current[0], receivers, planned.size, planned.write_rate)
 
 
+@dataclass(frozen=True)
+class Refill:
+    """kpo's refill between polls as the simulator runs it: the operator's policy, and how long one pass takes."""
+
+    policy: RefillPolicy | None
+    pass_seconds: float = 0.1
+
+
+@dataclass
+class KpoRunner:
+    """kpo in the simulator: the scheduler's starter, and the watcher of its refill between polls."""
+
+    start: Starter
+    waiting: Callable[[], int]
+    throttle: float
+
+    def watcher(self, refill: Refill) -> Watcher | None:
+        policy = refill.policy
+        if policy is None:
+            return None
+
+        def watch(since_poll: float, since_pass: float, quiet: int, left: dict[int, float]) -> float | None:
+            work = Work(in_flight={TopicPartition("sim", index): bytes_left for index, bytes_left in left.items()},
+                        waiting=self.waiting(), throttle=self.throttle)
+            return next_probe(work, Elapsed(since_poll, since_pass, refill.pass_seconds, quiet), policy)
+
+        return watch
+
+    def simulate(self, throttle: float, poll_interval: float, refill: Refill) -> SimResult:
+        return simulate(self.start, throttle, poll_interval, self.watcher(refill), refill.pass_seconds)
+
+
 def kpo_starter(
     scenario: Scenario, limits: Limits, catch_up_headroom: float = 2.0, knows_write_rates: bool = True
-) -> Starter:
+) -> KpoRunner:
     """Feeds the scheduler the pending and running moves on every call, as the operator does.
 
     With the Incremental strategy a partition's move is the chain of its KIP-455 submissions (`kip455_submissions`),
@@ -84,15 +122,25 @@ def kpo_starter(
         pending.append(chain[0])
     domain_of = {sim.index: move for move, sim in sim_of.items()}
 
+    in_flight: set[Move] = set()
+
     def start(now: float, finished: list[SimMove], running: list[SimMove]) -> list[SimMove]:
         nonlocal pending
+        in_flight.difference_update(domain_of[sim.index] for sim in finished)
         pending += [later_steps[domain_of[sim.index]] for sim in finished if domain_of[sim.index] in later_steps]
         chosen = moves_to_start(pending, [domain_of[move.index] for move in running], executions, config)
         started = set(chosen)
+        in_flight.update(started)
         pending = [move for move in pending if move not in started]
         return [sim_of[move] for move in chosen]
 
-    return start
+    def waiting() -> int:
+        # What a freed slot could start, as the operator counts it: moves not started yet, and Incremental steps in
+        # flight that are not their chain's last (a completion makes the next one pending). Moves that ended since
+        # the last pass are still counted in flight here, as the operator sees them until it looks.
+        return len(pending) + sum(1 for move in in_flight if move in later_steps)
+
+    return KpoRunner(start, waiting, scenario.throttle)
 
 
 def all_at_once_starter(moves: Sequence[SimMove]) -> Starter:
@@ -118,13 +166,14 @@ def ratio(result: SimResult, bound: float) -> str:
     return f"{result.makespan / bound:.3f}"
 
 
-def run(scenario: Scenario, limits: Limits, batch: int, poll_interval: float) -> dict[str, str]:
+def run(scenario: Scenario, limits: Limits, batch: int, poll_interval: float, refill: Refill) -> dict[str, str]:
     began = time.perf_counter()
     moves = [sim_move(planned, index) for index, planned in enumerate(scenario.moves)]
     bound = floor(moves, scenario.throttle)
     with_writes = floor_with_writes(moves, scenario.throttle)
-    kpo = simulate(kpo_starter(scenario, limits), scenario.throttle, poll_interval)
-    blind = simulate(kpo_starter(scenario, limits, knows_write_rates=False), scenario.throttle, poll_interval)
+    kpo = kpo_starter(scenario, limits).simulate(scenario.throttle, poll_interval, refill)
+    polls_only = kpo_starter(scenario, limits).simulate(scenario.throttle, poll_interval, Refill(None))
+    blind = kpo_starter(scenario, limits, knows_write_rates=False).simulate(scenario.throttle, poll_interval, refill)
     everything = simulate(all_at_once_starter(moves), scenario.throttle, poll_interval)
     batches = simulate(barrier_starter(moves, batch), scenario.throttle, poll_interval)
     return {
@@ -134,6 +183,7 @@ def run(scenario: Scenario, limits: Limits, batch: int, poll_interval: float) ->
         "floor incl. writes / floor": f"{with_writes / bound:.3f}",
         "kpo / floor": ratio(kpo, bound),
         "kpo / floor incl. writes": ratio(kpo, with_writes),
+        "kpo, polls only / floor": ratio(polls_only, bound),
         "kpo, write rates unknown / floor": ratio(blind, bound),
         "all-at-once / floor": ratio(everything, bound),
         "barrier / floor": ratio(batches, bound),
@@ -141,13 +191,14 @@ def run(scenario: Scenario, limits: Limits, batch: int, poll_interval: float) ->
     }
 
 
-def sweep(scenario: Scenario, settings: Sequence[tuple[str, Limits]], poll_interval: float) -> dict[str, str]:
+def sweep(scenario: Scenario, settings: Sequence[tuple[str, Limits]], poll_interval: float, refill: Refill
+          ) -> dict[str, str]:
     """kpo alone under several limits."""
     moves = [sim_move(planned, index) for index, planned in enumerate(scenario.moves)]
     bound = floor(moves, scenario.throttle)
     row = {"scenario": scenario.name}
     for name, limits in settings:
-        row[name] = ratio(simulate(kpo_starter(scenario, limits), scenario.throttle, poll_interval), bound)
+        row[name] = ratio(kpo_starter(scenario, limits).simulate(scenario.throttle, poll_interval, refill), bound)
     return row
 
 
@@ -164,7 +215,13 @@ def main() -> None:
     # The operator's defaults (kpo.config.ExecutionDefaults): 5 per broker, 2 per broker and direction.
     parser.add_argument("--max-moves-per-broker", type=int, default=5)
     parser.add_argument("--max-moves-per-broker-direction", type=int, default=2)
-    parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between completion checks")
+    parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between polls (operator ticks)")
+    # The operator's defaults (kpo.config.RefillConfig): first look 0.25 s after a pass, 1.5 x longer per quiet look.
+    parser.add_argument("--first-probe", type=float, default=0.25,
+                        help="seconds from a pass to kpo's first look between polls; 0: polls only")
+    parser.add_argument("--probe-growth", type=float, default=1.5)
+    parser.add_argument("--pass-seconds", type=float, default=0.1,
+                        help="how long one pass of the operator (observe, decide, act) takes after a look")
     parser.add_argument("--sweep", type=int, nargs="*", default=[1, 2, 4, 8],
                         help="limits for kpo alone, each run once per broker and once per broker and direction")
     parser.add_argument("--scenario", help="run only the scenarios whose name contains this")
@@ -178,16 +235,21 @@ def main() -> None:
     print(
         f"Throttle {THROTTLE / 2**20:g} MiB/s per broker in and out; kpo maxMovesPerBroker={args.max_moves_per_broker},"
         f" maxMovesPerBrokerDirection={args.max_moves_per_broker_direction}; barrier batches of as many moves as kpo"
-        f" runs at most; completions seen every {args.poll_interval:g} s; seed {args.seed}.\n"
+        f" runs at most; polls every {args.poll_interval:g} s; kpo looks between polls from {args.first_probe:g} s"
+        f" after a pass (x{args.probe_growth:g} per quiet look), a pass taking {args.pass_seconds:g} s; seed"
+        f" {args.seed}.\n"
     )
-    rows = [run(scenario, limits, max(1, int(scenario.brokers * per_broker)), args.poll_interval)
+    policy = RefillPolicy(args.poll_interval, first_probe=args.first_probe, growth=args.probe_growth) \
+        if args.first_probe > 0 else None
+    refill = Refill(policy, args.pass_seconds)
+    rows = [run(scenario, limits, max(1, int(scenario.brokers * per_broker)), args.poll_interval, refill)
             for scenario in scenarios]
     print(markdown(rows))
     if args.sweep:
         settings = [(f"maxMovesPerBroker {n}", Limits(max_moves_per_broker=n)) for n in args.sweep]
         settings += [(f"maxMovesPerBrokerDirection {n}", Limits(max_moves_per_broker_direction=n)) for n in args.sweep]
         print("\nkpo / floor under one limit at a time:\n")
-        print(markdown([sweep(scenario, settings, args.poll_interval) for scenario in scenarios]))
+        print(markdown([sweep(scenario, settings, args.poll_interval, refill) for scenario in scenarios]))
 
 
 if __name__ == "__main__":

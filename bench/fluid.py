@@ -19,6 +19,8 @@ The model, and why each part is there:
   with enough others. The simulation reports that as an infinite time rather than hiding it.
 - **A move ends** when all its new replicas have caught up. Whoever runs the moves learns of it at the next poll
   (`poll_interval` seconds: kpo polls ListPartitionReassignments, a script polls --verify), and only then starts more.
+  A runner may also keep looking between polls (a `Watcher`, kpo's refill between polls): a look that finds a move
+  ended starts more `refill_latency` seconds later (the time one pass of the runner takes). Polls stay on their grid.
   An Incremental move (KAFKA-6794) is a chain of one-replica moves the runner starts one after the other.
 
 Not modelled: retention deleting old segments while a replica catches up (it only shortens the copy), leader changes
@@ -71,6 +73,11 @@ class SimResult:
 #: Called at t = 0 and at every poll after a completion with (now, moves finished since the last call, moves still
 #: running); returns the moves to start now.
 Starter = Callable[[float, list[SimMove], list[SimMove]], list[SimMove]]
+
+#: Called after every poll and every refill: (seconds since the poll began, seconds since the last pass, looks since
+#: that pass that found no move ended, bytes left of each running move by index); returns the seconds until the next
+#: look, or None to stop looking until the next poll.
+Watcher = Callable[[float, float, int, dict[int, float]], float | None]
 
 
 def floor(moves: Sequence[SimMove], throttle: float) -> float:
@@ -125,10 +132,18 @@ def _max_min_rates(flows: Sequence[_Flow], throttle: float) -> None:
 class _Simulation:
     """The state of one run: flows in progress, moves running, and when the next poll happens."""
 
-    def __init__(self, start: Starter, throttle: float, poll_interval: float) -> None:
+    def __init__(self, start: Starter, throttle: float, poll_interval: float, watch: Watcher | None = None,
+                 refill_latency: float = 0.0) -> None:
         self.start = start
         self.throttle = throttle
         self.poll_interval = poll_interval
+        self.watch = watch
+        self.refill_latency = refill_latency
+        self.poll_began = 0.0
+        self.pass_ended = 0.0
+        self.quiet_looks = 0
+        self.next_look: float | None = None
+        self.refill_at: float | None = None
         self.now = 0.0
         self.flows: list[_Flow] = []
         self.open_flows: Counter[int] = Counter()
@@ -149,8 +164,60 @@ class _Simulation:
         self.poll_soon()
 
     def poll(self) -> None:
-        """Report what ended, and start what `start` returns."""
+        """Report what ended, and start what `start` returns; a runner that watches looks again until the next poll.
+
+        With a watcher the polls run on their grid for as long as moves run (a poll with no move ended starts no
+        move, but begins a new round of looks)."""
         self.next_poll = None
+        self.next_look = self.refill_at = None
+        if self.finished or self.now == 0.0 or self.watch is None:
+            self.start_moves()
+        if self.watch is not None:
+            self.poll_began = self.pass_ended = self.now
+            self.quiet_looks = 0
+            self.ask()
+            if self.running and self.poll_interval > 0:
+                self.next_poll = (math.floor(self.now / self.poll_interval + 1e-9) + 1) * self.poll_interval
+
+    def ask(self) -> None:
+        assert self.watch is not None
+        left: dict[int, float] = {}
+        for flow in self.flows:
+            left[flow.move.index] = max(left.get(flow.move.index, 0.0), flow.lag)
+        delay = self.watch(self.now - self.poll_began, self.now - self.pass_ended, self.quiet_looks, left)
+        self.next_look = None if delay is None else self.now + delay
+
+    def look(self) -> None:
+        """A look between polls: a move ended means a refill after one pass; otherwise look again later."""
+        self.next_look = None
+        if self.finished:
+            self.refill_at = self.now + self.refill_latency
+            return
+        self.quiet_looks += 1
+        self.ask()
+
+    def refill(self) -> None:
+        self.refill_at = None
+        self.start_moves()
+        self.pass_ended = self.now
+        self.quiet_looks = 0
+        self.ask()
+
+    def next_event(self) -> float | None:
+        due = [t for t in (self.next_poll, self.refill_at, self.next_look) if t is not None]
+        return min(due) if due else None
+
+    def fire_due(self) -> None:
+        """Polls first, then refills, then looks: each may schedule the others."""
+        while (due := self.next_event()) is not None and due <= self.now:
+            if self.next_poll is not None and self.next_poll <= self.now:
+                self.poll()
+            elif self.refill_at is not None and self.refill_at <= self.now:
+                self.refill()
+            else:
+                self.look()
+
+    def start_moves(self) -> None:
         reported, self.finished = self.finished, []
         for move in self.start(self.now, reported, list(self.running.values())):
             self.running[move.index] = move
@@ -160,6 +227,16 @@ class _Simulation:
                 continue
             self.flows.extend(_Flow(move, receiver, lag=move.size) for receiver in move.receivers)
 
+    def skip_idle_polls(self, next_end: float) -> None:
+        """With a watcher, polls before the last one ahead of the next flow end change nothing (no move ends, and a
+        poll's looks end before the next poll): go straight to that one. Only saves simulation time."""
+        if self.watch is None or self.next_poll is None or self.next_look is not None or self.refill_at is not None:
+            return
+        if self.finished or math.isinf(next_end) or self.poll_interval <= 0:
+            return
+        last_before_end = math.floor((self.now + next_end) / self.poll_interval) * self.poll_interval
+        self.next_poll = max(self.next_poll, last_before_end)
+
     def advance(self) -> bool:
         """Move time to the next flow end or poll; False when no flow can ever end (the rest stall)."""
         _max_min_rates(self.flows, self.throttle)
@@ -168,8 +245,11 @@ class _Simulation:
             for flow in self.flows
         ]
         step = min(to_finish)
-        if self.next_poll is not None:
-            step = min(step, self.next_poll - self.now)
+        if math.isinf(step) and not self.finished:
+            return False  # no flow can end, and a poll or look only starts moves once one has
+        self.skip_idle_polls(step)
+        if (due := self.next_event()) is not None:
+            step = min(step, due - self.now)
         if math.isinf(step):
             return False
         self.now += step
@@ -187,19 +267,21 @@ class _Simulation:
         return True
 
 
-def simulate(start: Starter, throttle: float, poll_interval: float) -> SimResult:
+def simulate(start: Starter, throttle: float, poll_interval: float, watch: Watcher | None = None,
+             refill_latency: float = 0.0) -> SimResult:
     """Run moves as `start` decides until it starts no more and every move has ended, or nothing can progress.
 
-    `start` is called at t = 0 and then at the first poll tick (a multiple of `poll_interval`) after any move ended.
-    The makespan is the time the last move ended.
+    `start` is called at t = 0 and then at the first poll tick (a multiple of `poll_interval`) after any move ended,
+    and, with a `watch`, `refill_latency` after a look between polls that found a move ended. The makespan is the
+    time the last move ended.
     """
-    run = _Simulation(start, throttle, poll_interval)
+    run = _Simulation(start, throttle, poll_interval, watch, refill_latency)
     while True:
-        if run.next_poll is not None and run.next_poll <= run.now:
-            run.poll()
+        run.fire_due()
         if not run.flows:
-            if run.next_poll is None:
+            due = run.next_event()
+            if due is None:
                 return SimResult(max(run.finish_times.values(), default=0.0), run.finish_times)
-            run.now = run.next_poll
+            run.now = max(run.now, due)
         elif not run.advance():
             return SimResult(math.inf, run.finish_times, stalled=len(run.running))
