@@ -1,11 +1,17 @@
 """The planner bench: kpo's plan and Kafka's own placement on the same synthetic clusters, side by side.
 
-``make bench`` (or ``python -m bench.planner.run --scenarios small|all|name,name``) generates each scenario's cluster
-(cached under ``~/.cache/kpo/bench/planner``), runs the real planning job through the local backend (spark-submit in
-local mode, as the operator does), runs Kafka's placer (``bench/java/KafkaPlacer.java``, compiled at bench time
-against the test bed's Kafka jars and cached) on the same input, scores Kafka's answer with the job's own metrics
-code (``kpo.planner.evaluate``), and prints one markdown line per scenario with kpo's figure first and Kafka's second
-in every cell.
+``make bench`` (or ``python -m bench.planner.run --scenarios small|shapes|all|name,name``) generates each scenario's
+cluster (cached under ``~/.cache/kpo/bench/planner``), runs the real planning job through the local backend
+(spark-submit in local mode, as the operator does), runs Kafka's placer (``bench/java/KafkaPlacer.java``, compiled at
+bench time against the test bed's Kafka jars and cached) on the same input, scores Kafka's answer with the job's own
+metrics code (``kpo.planner.evaluate``), and prints one markdown line per scenario with kpo's figure first and Kafka's
+second in every cell.
+
+The hard shapes of issue 15 (``shapes``: RF above the number of racks, uneven racks with mixed replication factors
+and a dead broker, offline partitions, a replication-factor increase) also run a plain-Python greedy planner
+(``bench.planner.greedy``) scored the same way, and get a table of their own: kpo / greedy / Kafka in every cell,
+with min/mean bytes, whether the band was reached, the partitions not spread as evenly as the racks allow
+(counted here from each assignment) and the offline partitions each side left out.
 
 Planning time for kpo is the job's own time (reading the snapshot to writing the plan; the Spark session start is in
 the wall time); for Kafka it is the placement itself (``StripedReplicaPlacer.place`` over all topics), without the
@@ -23,11 +29,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.planner import greedy
 from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest
 from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner, tree_rss
 
@@ -48,6 +55,12 @@ class Scenario:
     partitions_per_topic: int = 100
     driver_memory: str = "2g"
     java_heap: str = "1g"
+    # The generator's shape knobs (bench.planner.generate.ClusterSpec); the defaults are the original scenarios'.
+    replication_factors: tuple[int, ...] = (3,)
+    rack_sizes: tuple[int, ...] = ()
+    dead: tuple[int, ...] = ()
+    # A hard shape of issue 15: the greedy reference runs too, and the row goes to the shapes table.
+    shape: bool = False
 
     @property
     def replicas(self) -> int:
@@ -71,12 +84,25 @@ SCENARIOS = (
              _request(Goal.REBALANCE, tolerance=0.05), skew=0.15),
     Scenario("skewed-40-t0.10", "skewed rebalance, 40 brokers, 10 racks", 40, 40, 10, 16_667,
              _request(Goal.REBALANCE, tolerance=0.10), skew=0.15),
+    Scenario("rf-above-racks", "RF 2 -> 4 over 3 racks, 12 brokers, rebalanceExisting", 12, 12, 3, 5_000,
+             PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=4, rebalance_existing=True),
+             partitions_per_topic=50, replication_factors=(2,), shape=True),
+    Scenario("uneven-racks-mixed-rf-dead", "racks of 6, 6 and 2 brokers, RF 1/2/3 topics, broker 3 dead (removed)",
+             14, 14, 3, 10_000, _request(Goal.REMOVE_BROKERS, (3,)), partitions_per_topic=50,
+             replication_factors=(1, 2, 3), rack_sizes=(6, 6, 2), dead=(3,), shape=True),
+    Scenario("offline-partitions", "12 brokers, 3 racks, RF 1/2/3 topics, brokers 5 and 6 dead (removed)",
+             12, 12, 3, 8_000, _request(Goal.REMOVE_BROKERS, (5, 6)), partitions_per_topic=50,
+             replication_factors=(1, 2, 3), dead=(5, 6), shape=True),
+    Scenario("rf-increase", "RF 2 -> 3, 12 brokers, 3 racks, add only (the default)", 12, 12, 3, 8_000,
+             PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=3), skew=0.15, partitions_per_topic=50,
+             replication_factors=(2,), shape=True),
     Scenario("scale-200-1M", "skewed rebalance, 200 brokers, 10 racks, 1M replicas", 200, 200, 10, 333_334,
              _request(Goal.REBALANCE), skew=0.15, driver_memory="4g", java_heap="2g"),
     Scenario("scale-300-3M", "skewed rebalance, 300 brokers, 10 racks, 3M replicas", 300, 300, 10, 1_000_000,
              _request(Goal.REBALANCE), skew=0.15, driver_memory="8g", java_heap="4g"),
 )
-SETS = {"small": ("scale-out-12-15", "skewed-40-t0.10"), "all": tuple(s.name for s in SCENARIOS)}
+SETS = {"small": ("scale-out-12-15", "skewed-40-t0.10"), "shapes": tuple(s.name for s in SCENARIOS if s.shape),
+        "all": tuple(s.name for s in SCENARIOS)}
 
 
 def cache_dir() -> Path:
@@ -113,7 +139,8 @@ def generate(scenarios: Sequence[Scenario]) -> dict[str, Path]:
     missing: list[tuple[Scenario, ClusterSpec, Path]] = []
     for s in scenarios:
         spec = ClusterSpec(brokers=s.brokers, existing=s.existing, racks=s.racks, partitions=s.partitions,
-                           partitions_per_topic=s.partitions_per_topic, skew=s.skew)
+                           partitions_per_topic=s.partitions_per_topic, skew=s.skew,
+                           replication_factors=s.replication_factors, rack_sizes=s.rack_sizes, dead=s.dead)
         key = hashlib.sha256(repr((spec, s.request.to_json())).encode()).hexdigest()[:12]
         folder = cache_dir() / "inputs" / f"{s.name}-{key}"
         inputs[s.name] = folder
@@ -125,7 +152,7 @@ def generate(scenarios: Sequence[Scenario]) -> dict[str, Path]:
         spark = session("kpo-bench-generate")
         try:
             for s, spec, folder in missing:
-                print(f"generating {s.name} ({s.replicas:,} replicas) in {folder}", file=sys.stderr)
+                print(f"generating {s.name} ({s.partitions:,} partitions) in {folder}", file=sys.stderr)
                 write_cluster(spark, spec, s.request, folder)
         finally:
             spark.stop()
@@ -145,11 +172,19 @@ class Side:
     peak_mib: float
     bytes_moved: int
     lower_bound: int
+    bytes_min: float = float("nan")
+    band_reached: bool | None = None
+    note: str = ""
+    # Counted by the bench from the assignment (shapes only): partitions not spread as evenly as the racks allow,
+    # offline partitions left as they are (of all offline ones).
+    uneven_spread: int = -1
+    offline_left_out: int = -1
 
 
 def _side(m: PlanMetrics, plan_seconds: float, wall: float, peak: int) -> Side:
     assert m.balance_after is not None
-    return Side(bytes_over_lb=m.bytes_to_move / m.lower_bound_bytes if m.lower_bound_bytes else float("nan"),
+    return Side(bytes_min=m.balance_after.bytes_min, band_reached=m.band_reached, note=m.message,
+                bytes_over_lb=m.bytes_to_move / m.lower_bound_bytes if m.lower_bound_bytes else float("nan"),
                 replicas_over_lb=m.replicas_to_move / m.lower_bound_replicas if m.lower_bound_replicas
                 else float("nan"),
                 bytes=m.balance_after.bytes, replicas=m.balance_after.replicas, leaders=m.balance_after.leaders,
@@ -157,12 +192,18 @@ def _side(m: PlanMetrics, plan_seconds: float, wall: float, peak: int) -> Side:
                 peak_mib=peak / 2**20, bytes_moved=m.bytes_to_move, lower_bound=m.lower_bound_bytes)
 
 
-def run_kpo(s: Scenario, folder: Path, out: Path) -> Side:
+Assignment = dict[greedy.Key, tuple[int, ...]]
+
+
+def run_kpo(s: Scenario, folder: Path, out: Path) -> tuple[Side, Assignment]:
+    """kpo's figures and its plan (the changed partitions)."""
     runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.driver_memory))
     outcome = runner.run(folder, out)
-    if not outcome.ok or outcome.metrics is None:
+    if not outcome.ok or outcome.metrics is None or outcome.plan is None:
         raise RuntimeError(f"kpo failed on {s.name}: {outcome.message}")
-    return _side(outcome.metrics, outcome.metrics.planning_seconds, outcome.wall_seconds, outcome.peak_rss_bytes)
+    targets = {(tp.topic, tp.partition): tuple(r) for tp, r in outcome.plan.targets().items()}
+    side = _side(outcome.metrics, outcome.metrics.planning_seconds, outcome.wall_seconds, outcome.peak_rss_bytes)
+    return side, targets
 
 
 def _measured(command: list[str]) -> tuple[str, float, int]:
@@ -184,18 +225,51 @@ def _measured(command: list[str]) -> tuple[str, float, int]:
     return stdout.decode(), time.monotonic() - started, peak[0]
 
 
+def _score(s: Scenario, folder: Path, out: Path, assignment: Path, who: str) -> PlanMetrics:
+    """An assignment scored by the job's own metrics code, exactly as kpo's plan is."""
+    runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.driver_memory))
+    scored = runner.run(folder, out / "evaluation", module="kpo.planner.evaluate",
+                        extra_args=("--assignment", str(assignment)))
+    if not scored.ok or scored.metrics is None:
+        raise RuntimeError(f"scoring {who} failed on {s.name}: {scored.message}")
+    return scored.metrics
+
+
 def run_kafka(s: Scenario, folder: Path, out: Path, classes: Path, libs: Path) -> Side:
     out.mkdir(parents=True, exist_ok=True)
     assignment = out / "kafka-assignment.jsonl"
     stdout, wall, peak = _measured(["java", f"-Xmx{s.java_heap}", "-cp", f"{classes}:{libs}/*", "KafkaPlacer",
                                     str(folder), str(assignment)])
     placed = json.loads(stdout.strip().splitlines()[-1])
-    runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.driver_memory))
-    scored = runner.run(folder, out / "evaluation", module="kpo.planner.evaluate",
-                        extra_args=("--assignment", str(assignment)))
-    if not scored.ok or scored.metrics is None:
-        raise RuntimeError(f"scoring Kafka's placement failed on {s.name}: {scored.message}")
-    return _side(scored.metrics, float(placed["placementSeconds"]), wall, peak)
+    metrics = _score(s, folder, out, assignment, "Kafka's placement")
+    return _side(metrics, float(placed["placementSeconds"]), wall, peak)
+
+
+def run_greedy(s: Scenario, folder: Path, out: Path) -> Side:
+    """The plain-Python greedy reference (its own process, so its memory is measured alone), scored alike."""
+    out.mkdir(parents=True, exist_ok=True)
+    assignment = out / "greedy-assignment.jsonl"
+    stdout, wall, peak = _measured([sys.executable, "-m", "bench.planner.greedy", str(folder), str(assignment)])
+    placed = json.loads(stdout.strip().splitlines()[-1])
+    metrics = _score(s, folder, out, assignment, "the greedy reference")
+    return _side(metrics, float(placed["placementSeconds"]), wall, peak)
+
+
+def counted(side: Side, changed: Mapping[greedy.Key, Sequence[int]], folder: Path) -> Side:
+    """``side`` with the figures the bench counts from the assignment itself (spread, offline left out)."""
+    request, brokers, partitions = greedy.read_input(folder)
+    original = {p.key: p for p in partitions}
+    alive = frozenset(b.id for b in brokers if b.alive)
+    offline = [k for k, p in original.items() if greedy.selected(request, p.topic) and
+               greedy.is_offline(p.replicas, alive)]
+    left = sum(1 for k in offline if tuple(changed.get(k, original[k].replicas)) == original[k].replicas)
+    uneven = greedy.uneven_partitions(changed, original, request, brokers)
+    return replace(side, uneven_spread=uneven, offline_left_out=left)
+
+
+def replicas_after(changed: Mapping[greedy.Key, Sequence[int]], folder: Path) -> int:
+    _, _, partitions = greedy.read_input(folder)
+    return sum(len(changed.get(p.key, p.replicas)) for p in partitions)
 
 
 def _cell(kpo: float, kafka: float, digits: int = 3) -> str:
@@ -216,6 +290,59 @@ def table(rows: list[tuple[Scenario, Side, Side]]) -> str:
     return "\n".join(lines)
 
 
+def _cells(values: Sequence[float], digits: int = 3) -> str:
+    return " / ".join(f"{v:.{digits}f}" for v in values)
+
+
+def _reached(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def shapes_table(rows: list[tuple[Scenario, int, Side, Side, Side]]) -> str:
+    """The hard shapes: each cell kpo / greedy / Kafka."""
+    head = ("| scenario | replicas | LB bytes (TB) | bytes moved / LB | min/mean bytes | max/mean bytes | band reached "
+            "| rack violations | uneven spread | offline left out (of) | planning s |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for s, replicas, k, g, f in rows:
+        sides = (k, g, f)
+        offline_total = max(side.offline_left_out for side in sides)
+        lines.append(
+            f"| {s.title} (tol {s.request.tolerance}) | {replicas:,} | {k.lower_bound / 1e12:.2f} "
+            f"| {_cells([x.bytes_over_lb for x in sides])} | {_cells([x.bytes_min for x in sides])} "
+            f"| {_cells([x.bytes for x in sides])} | {' / '.join(_reached(x.band_reached) for x in sides)} "
+            f"| {' / '.join(str(x.rack_violations) for x in sides)} "
+            f"| {' / '.join(str(x.uneven_spread) for x in sides)} "
+            f"| {' / '.join(str(x.offline_left_out) for x in sides)} ({offline_total}) "
+            f"| {_cells([x.plan_seconds for x in sides], 1)} |")
+    return "\n".join(lines)
+
+
+def shapes_notes(rows: list[tuple[Scenario, int, Side, Side, Side]]) -> str:
+    notes = []
+    for s, _, k, g, _f in rows:
+        for who, side in (("kpo", k), ("greedy", g)):
+            if side.note:
+                notes.append(f"- {s.name}, {who}: {side.note}")
+    return "\n".join(notes)
+
+
+SECTION_SCALE = "scale"
+SECTION_SHAPES = "shapes"
+
+
+def update_results(path: Path, section: str, text: str) -> None:
+    """Replace one section of RESULTS.md (between its markers), or append it; other sections stay as they are."""
+    begin, end = f"<!-- bench:{section} -->", f"<!-- /bench:{section} -->"
+    block = f"{begin}\n{text.strip()}\n{end}"
+    current = path.read_text() if path.exists() else ""
+    if begin in current and end in current:
+        head, rest = current.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        path.write_text(head + block + tail)
+    else:
+        path.write_text((current.rstrip() + "\n\n" if current.strip() else "") + block + "\n")
+
+
 def machine() -> str:
     cpus = os.cpu_count()
     try:
@@ -229,7 +356,7 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.planner.run", description=__doc__.split("\n")[0])
-    parser.add_argument("--scenarios", default="all", help="small, all, or a comma-separated list of names: "
+    parser.add_argument("--scenarios", default="all", help="small, shapes, all, or a comma-separated list of names: "
                         + ", ".join(s.name for s in SCENARIOS))
     parser.add_argument("--results", type=Path, default=None, help="also write the table (markdown) here")
     args = parser.parse_args(argv)
@@ -246,20 +373,44 @@ def main(argv: list[str] | None = None) -> int:
     header = f"Planner bench, {started:%Y-%m-%d %H:%M} UTC, {machine()}"
     print(header, file=sys.stderr)
     rows: list[tuple[Scenario, Side, Side]] = []
+    shaped: list[tuple[Scenario, int, Side, Side, Side]] = []
     for s in chosen:
-        out = cache_dir() / "runs" / s.name
+        folder, out = inputs[s.name], cache_dir() / "runs" / s.name
         print(f"{s.name}: kpo ...", file=sys.stderr)
-        kpo = run_kpo(s, inputs[s.name], out / "kpo")
+        kpo, kpo_plan = run_kpo(s, folder, out / "kpo")
         print(f"{s.name}: Kafka's placer ...", file=sys.stderr)
-        kafka = run_kafka(s, inputs[s.name], out / "kafka", classes, libs)
-        rows.append((s, kpo, kafka))
-        (out / "sides.json").write_text(json.dumps({"kpo": asdict(kpo), "kafka": asdict(kafka)}, indent=1))
-        print(table(rows[-1:]).splitlines()[-1], file=sys.stderr)
-    text = (f"{header}\n\nEach cell: kpo / Kafka's placer (StripedReplicaPlacer, as `kafka-reassign-partitions "
-            f"--generate` in Kafka 4.x).\n\n{table(rows)}\n")
-    print(text)
-    if args.results:
-        args.results.write_text(text)
+        kafka = run_kafka(s, folder, out / "kafka", classes, libs)
+        if not s.shape:
+            rows.append((s, kpo, kafka))
+            (out / "sides.json").write_text(json.dumps({"kpo": asdict(kpo), "kafka": asdict(kafka)}, indent=1))
+            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr)
+            continue
+        print(f"{s.name}: greedy reference ...", file=sys.stderr)
+        reference = run_greedy(s, folder, out / "greedy")
+        kpo = counted(kpo, kpo_plan, folder)
+        reference = counted(reference, greedy.read_assignment(out / "greedy" / "greedy-assignment.jsonl"), folder)
+        kafka = counted(kafka, greedy.read_assignment(out / "kafka" / "kafka-assignment.jsonl"), folder)
+        shaped.append((s, replicas_after(kpo_plan, folder), kpo, reference, kafka))
+        (out / "sides.json").write_text(json.dumps({"kpo": asdict(kpo), "greedy": asdict(reference),
+                                                    "kafka": asdict(kafka)}, indent=1))
+        print(shapes_table(shaped[-1:]).splitlines()[-1], file=sys.stderr)
+    sections = []
+    if rows:
+        sections.append((SECTION_SCALE, f"{header}\n\nEach cell: kpo / Kafka's placer (StripedReplicaPlacer, as "
+                         f"`kafka-reassign-partitions --generate` in Kafka 4.x).\n\n{table(rows)}\n"))
+    if shaped:
+        notes = shapes_notes(shaped)
+        sections.append((SECTION_SHAPES, f"## Hard shapes (issue 15)\n\n{header}\n\nEach cell: kpo / greedy "
+                         f"reference (`bench/planner/greedy.py`) / Kafka's placer; all three scored by "
+                         f"`kpo.planner.evaluate`; the columns are explained in README.md. Planning seconds depend on "
+                         f"the machine's load; the other figures are a function of the input.\n\n"
+                         f"{shapes_table(shaped)}\n\nLoad average at the end of the run: {os.getloadavg()[0]:.1f}.\n"
+                         + (f"\nWhere the band was not reached (kpo's own note; for the greedy, the note "
+                            f"`kpo.planner.evaluate` wrote on its assignment):\n\n{notes}\n" if notes else "")))
+    for section, text in sections:
+        print(text)
+        if args.results:
+            update_results(args.results, section, text)
     return 0
 
 
