@@ -35,6 +35,16 @@ def test_moves_that_cannot_end_before_the_next_poll_under_the_throttle_are_not_w
     assert next_probe(large, FRESH, POLICY) is None
 
 
+def test_a_few_small_moves_among_long_ones_are_left_to_the_polls() -> None:
+    # Two of three moves need 16 s at least: a refill would save a second on moves of minutes.
+    mixed = Work(in_flight={P0: 1024 * MiB, P1: 1024 * MiB, TopicPartition("orders", 2): MiB}, waiting=10,
+                 throttle=64 * MiB)
+    assert next_probe(mixed, FRESH, POLICY) is None
+    mostly_small = Work(in_flight={P0: 1024 * MiB, P1: MiB, TopicPartition("orders", 2): MiB}, waiting=10,
+                        throttle=64 * MiB)
+    assert next_probe(mostly_small, FRESH, POLICY) == pytest.approx(0.25)
+
+
 def test_the_first_look_waits_until_the_smallest_move_can_have_ended() -> None:
     # 48 MiB at 64 MiB/s: 0.75 s at the earliest, of which 0.25 s have passed since it was measured.
     work = Work(in_flight={P0: 48 * MiB, P1: 100 * MiB}, waiting=1, throttle=64 * MiB)
