@@ -9,6 +9,7 @@ and never two moves on one broker in any of the samples of ListPartitionReassign
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -79,11 +80,14 @@ def test_freed_slots_are_refilled_between_polls_and_the_limit_holds(
     metrics = samples(scrape(refill_operator.metrics_port))
     ticks = metrics['kpo_reconcile_duration_seconds_count{kind="PartitionReassignment"}']
     between = metrics.get('kpo_moves_started_between_polls_total{cluster="default",kind="PartitionReassignment"}', 0)
-    submissions = refill_operator.log_text().count("submitting 1 move(s)")
+    sent = re.findall(rf"{re.escape(topic_name)}-(\d+)->", refill_operator.log_text())
+    submitted = {int(partition) for partition in sent}
 
     assert replicas_of(kafka_admin, topic_name) == targets
-    # Each move was submitted on its own (one slot), and most of them by passes between polls.
-    assert submissions == MOVES, refill_operator.log_tail()
+    assert submitted == set(targets), refill_operator.log_tail()
+    # Most moves were started by passes between polls. (A pass right after a completion may also send again a
+    # partition whose metadata still lists the replica being dropped: a move that copies nothing and touches no
+    # broker, so it is counted here but not by the limit.)
     assert between >= MOVES / 2, f"{between} of {MOVES} moves started between polls"
     # Polls alone start at most one move per tick here: fewer ticks than moves is only possible with refills.
     assert ticks < MOVES, f"{ticks} ticks for {MOVES} moves"
