@@ -10,7 +10,7 @@ from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
 from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, water_fill
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.flow import handovers
-from kpo.planner.rounds import BrokerStats, decide_bytes, decide_leaders, with_deltas
+from kpo.planner.rounds import BrokerStats, decide_bytes, decide_leaders, decide_lift, decide_relieve, with_deltas
 
 
 def test_a_count_band_holds_only_whole_numbers_within_the_tolerance() -> None:
@@ -182,3 +182,54 @@ def test_the_band_report_names_the_brokers_outside_and_says_the_plan_is_the_clos
     adding = Cluster.of(PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=2),
                         [BrokerInfo(id=b) for b in (1, 2, 3, 4)], [1, 2, 3, 4])
     assert band_report(loads, adding, 0.1) == (None, "")
+
+
+def _racked(racks: dict[int, str]) -> Cluster:
+    return Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b, rack=r) for b, r in racks.items()], [])
+
+
+def test_a_lift_asks_brokers_inside_the_band_above_the_mean_to_pass_load_on() -> None:
+    """Broker 4 sits below the band; nobody is above it, so the byte rounds have no sender for it."""
+    cluster = _racked({1: "a", 2: "a", 3: "b", 4: "b"})
+    plan = decide_lift(_stats({1: 1040, 2: 1040, 3: 1000, 4: 920}), cluster, 0.05, closed=False)
+    assert set(plan.into) == {4}
+    assert set(plan.out) == {1, 2}
+    assert sum(plan.out.values()) == pytest.approx(plan.into[4])
+    # Each giver stays at or above the mean (1000).
+    assert all(1040 - q >= 1000 - 1e-6 for q in plan.out.values())
+    again = decide_lift(_stats({1: 1040, 2: 1040, 3: 1000, 4: 920}), cluster, 0.05, closed=False, exhausted={1})
+    assert set(again.out) == {2}
+
+
+def test_a_relief_opens_the_senders_own_rack_above_the_band() -> None:
+    """Broker 6 shares the small rack with 5 only: replicas bound to that rack can go to 5 alone."""
+    cluster = _racked({1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"})
+    plan = decide_relieve(_stats({1: 1000, 2: 1000, 3: 1000, 4: 1000, 5: 1040, 6: 1280}), cluster, 0.05)
+    mean = 6320 / 6
+    assert set(plan.out) == {6}
+    assert plan.into[5] == pytest.approx((1280 - 1040) / 2)  # half the gap, above the band: 5 never passes 6
+    assert plan.into[1] == pytest.approx(1.05 * mean - 1000)  # the others only up to the top of the band
+    without_racks = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in range(1, 7)], [])
+    plain = decide_relieve(_stats({1: 1000, 2: 1000, 3: 1000, 4: 1000, 5: 1040, 6: 1280}), without_racks, 0.05)
+    assert plain.into[5] == pytest.approx(1.05 * mean - 1040)
+
+
+def test_the_lower_bound_of_racks_that_balance_alone_is_the_sum_of_theirs() -> None:
+    """Every partition in every rack: rack a must shed 95 inside itself and rack b must fill 95 inside itself;
+    across the cluster shedding and filling look like 185 each, which no rack-bound plan can reach."""
+    from kpo.planner.quality import lower_bounds  # noqa: PLC0415
+
+    cluster = _racked({1: "a", 2: "a", 3: "a", 4: "b", 5: "b", 6: "b"})
+    stats = _stats({1: 200, 2: 50, 3: 50, 4: 150, 5: 150, 6: 0}, per_replica=1)
+    assert lower_bounds(stats, cluster, 0.05)[0] == 185
+    assert lower_bounds(stats, cluster, 0.05, closed=True)[0] == 190
+
+
+def test_the_lower_bound_of_a_band_not_reached_is_the_bound_of_the_band_reached() -> None:
+    from kpo.planner.quality import Spread, lower_bounds  # noqa: PLC0415
+
+    cluster = _racked({1: "a", 2: "b", 3: "c"})
+    stats = _stats({1: 400, 2: 100, 3: 100}, per_replica=1)
+    assert lower_bounds(stats, cluster, 0.05)[0] == 190  # to 210 at most: band [190, 210]
+    reached = Spread(bytes=(0.8, 1.3), replicas=(0.8, 1.3))
+    assert lower_bounds(stats, cluster, 0.05, reached=reached)[0] == 140  # to 260 at most

@@ -67,19 +67,29 @@ class BrokerTotals:
 
 
 def lower_bound(brokers: Mapping[int, BrokerTotals], eligible: frozenset[int], removed: frozenset[int],
-                tolerance: float, *, created: float = 0.0, integral: bool = False) -> float:
+                tolerance: float, *, created: float = 0.0, integral: bool = False,
+                edges: Callable[[Band], Band] | None = None) -> float:
     """The least movement of any plan that ends inside the band (see the module docstring).
 
     ``eligible`` are the brokers that take part after the change; ``removed`` must end empty; any other broker keeps
-    what it has and takes no part. ``created`` is the load of replicas that must be created.
+    what it has and takes no part. ``created`` is the load of replicas that must be created. ``edges`` turns the
+    band of these brokers into the one the bound is for (a band widened to what a plan reached, or to a rack's own
+    mean).
     """
     movable_from_removed = sum(brokers[b].load - brokers[b].fixed for b in removed if b in brokers)
     total = sum(brokers[b].load for b in eligible if b in brokers) + movable_from_removed + created
-    edges = band(total, len(eligible), tolerance, integral=integral)
-    shed = created + sum(max(0.0, t.load - max(edges.hi, t.fixed)) for b, t in brokers.items() if b in eligible)
+    edges_ = band(total, len(eligible), tolerance, integral=integral)
+    if edges is not None:
+        edges_ = edges(edges_)
+    shed = created + sum(max(0.0, t.load - max(edges_.hi, t.fixed)) for b, t in brokers.items() if b in eligible)
     shed += movable_from_removed
-    fill = sum(max(0.0, edges.lo - brokers.get(b, BrokerTotals(0.0)).load) for b in eligible)
+    fill = sum(max(0.0, edges_.lo - brokers.get(b, BrokerTotals(0.0)).load) for b in eligible)
     return max(shed, fill)
+
+
+def widened(lo: float, hi: float) -> Callable[[Band], Band]:
+    """A band widened to hold ``[lo, hi]`` (relative to its mean): the bound for a plan at least that even."""
+    return lambda b: Band(b.mean, min(b.lo, lo * b.mean), max(b.hi, hi * b.mean))
 
 
 @dataclass(frozen=True)
@@ -120,7 +130,8 @@ def water_fill(loads: Mapping[int, float], *, forced: float, real: Band, inner: 
         return Quotas()
     if need_out + forced >= need_in:
         takers = {b: x for b, x in loads.items() if b not in shed}
-        lam = _level(lambda level: sum(max(0.0, level - x) for x in takers.values()), need_out + forced, rising=True)
+        lam = level_where(lambda level: sum(max(0.0, level - x) for x in takers.values()), need_out + forced,
+                          rising=True)
         into = {b: lam - x for b, x in takers.items() if lam > x}
         return Quotas(out={b: q for b, q in shed.items() if q > 0}, into=into)
     givers = {b: x for b, x in loads.items() if b not in fill}
@@ -129,12 +140,12 @@ def water_fill(loads: Mapping[int, float], *, forced: float, real: Band, inner: 
     def shed_at(level: float) -> float:
         return sum(min(cap[b], max(0.0, x - level)) for b, x in givers.items())
 
-    mu = _level(shed_at, target, rising=False)
+    mu = level_where(shed_at, target, rising=False)
     out = {b: min(cap[b], x - mu) for b, x in givers.items() if x > mu and cap[b] > 0}
     return Quotas(out=out, into=fill)
 
 
-def _level(amount: Callable[[float], float], target: float, *, rising: bool) -> float:
+def level_where(amount: Callable[[float], float], target: float, *, rising: bool) -> float:
     """Where the monotone ``amount(level)`` reaches ``target``: the lowest such level when ``amount`` rises with the
     level, the highest when it falls. Bisection: the inputs are a few hundred brokers."""
 

@@ -15,10 +15,10 @@ import sys
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import METRICS_FILE
-from kpo.planner import moves, quality, storage
+from kpo.planner import moves, storage
 from kpo.planner.cluster import Cluster
 from kpo.planner.job import session
-from kpo.planner.plan import checkpoint, measure, read_snapshot, referenced_brokers
+from kpo.planner.plan import checkpoint, measure, rack_bound, read_snapshot, referenced_brokers, selected_factors
 from kpo.planner.prepare import to_state
 from kpo.planner.schemas import STATE_COLUMNS
 
@@ -35,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         partitions = checkpoint(snapshot.partitions)
         cluster = Cluster.of(snapshot.request, snapshot.brokers, referenced_brokers(partitions))
         state = checkpoint(to_state(partitions, snapshot.request, cluster))
-        lb_bytes, lb_replicas = quality.lower_bounds(moves.broker_stats(state, cluster), cluster,
-                                                     snapshot.request.tolerance)
+        initial = moves.broker_stats(state, cluster)
+        closed = rack_bound(cluster, selected_factors(state)[0])
         assigned = storage.read_assignment(spark, args.assignment).withColumnRenamed("replicas", "assigned")
         target = (state.join(assigned, ["topic", "partition"], "left")
                   .withColumn("replicas", F.coalesce("assigned", "original")).select(*STATE_COLUMNS))
-        scored = measure(checkpoint(target), cluster, snapshot.request, lower_bound_bytes=lb_bytes,
-                         lower_bound_replicas=lb_replicas, rounds=0, planning_seconds=0.0, check=False)
+        scored = measure(checkpoint(target), cluster, snapshot.request, initial=initial, closed=closed, rounds=0,
+                         planning_seconds=0.0, check=False)
         storage.write_document(spark, storage.join(args.output, METRICS_FILE), scored.to_json())
         return 0
     finally:

@@ -12,7 +12,8 @@ here, as DataFrame in, DataFrame out, with window functions and cumulative sums 
    among those it may use -- not holding another replica of its partition -- with a chance proportional to the
    domain's receiving quota. Within a domain, the movers, forced first, are laid end to end by cumulative bytes
    against the receivers' cumulative quotas: a mover goes to the receiver whose stretch holds its middle. Movers
-   beyond the domain's quota wait for the next round; forced movers are squeezed in. Per partition, movers that
+   beyond the domain's quota wait for the next round; forced movers are squeezed in; movers that fall short of the
+   quota are stretched over all of it, so every receiver gets its share of what there is. Per partition, movers that
    collide (same broker, or same rack where racks must be distinct) are resolved in order: the first one stays.
 4. :func:`apply_moves` rewrites the chosen slots, keeping each replica's position (a moved leader's replacement is
    the new preferred leader).
@@ -208,8 +209,12 @@ def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no:
     # still takes one.
     filled = F.sum("weight").over(in_domain.rowsBetween(*_ROWS)) - F.col("weight")
     forced_here = F.sum(F.when(F.col("forced"), F.col("weight")).otherwise(0)).over(Window.partitionBy("dest"))
+    arriving = F.sum("weight").over(Window.partitionBy("dest"))
+    # A domain offered less than its quota spreads what arrives over all its receivers in proportion to their quotas:
+    # laid end to end unscaled, the last receivers in id order would get nothing, round after round.
     position = (F.when(cap <= 0, F.col("filled") * F.size(F.col("edges")) / F.col("forced_here"))
                 .when(F.col("forced") & (F.col("forced_here") > cap), F.col("filled") * cap / F.col("forced_here"))
+                .when(F.col("arriving") < cap, F.col("filled") * cap / F.col("arriving"))
                 .otherwise(F.col("filled")))
     edges = F.when(cap <= 0, table(units, "array<double>")[F.col("dest")]).otherwise(
         table(bounds, "array<double>")[F.col("dest")])
@@ -224,7 +229,7 @@ def place_movers(movers: DataFrame, plan: RoundPlan, cluster: Cluster, round_no:
     target = F.try_element_at(F.filter(rotated, lambda b: ~F.array_contains(hosted, b)), F.lit(1))
     placed = (movers.withColumn("dest", F.array_min(draw)["domain"]).filter(F.col("dest").isNotNull())
               .withColumn("tiebreak", tiebreak)
-              .withColumn("filled", filled).withColumn("forced_here", forced_here)
+              .withColumn("filled", filled).withColumn("forced_here", forced_here).withColumn("arriving", arriving)
               .withColumn("edges", edges).withColumn("position", position)
               .withColumn("at", slot_index).filter(F.col("at").isNotNull())
               .withColumn("target", target).filter(F.col("target").isNotNull()))

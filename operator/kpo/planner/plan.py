@@ -7,7 +7,9 @@ from round to round by adding each round's changes; they are recounted from the 
 
 1. Read the snapshot, check it, decide the broker facts (:class:`kpo.planner.cluster.Cluster`).
 2. Build the state: selection, replication factor (:mod:`kpo.planner.prepare`).
-3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing.
+3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing; then, if
+   brokers are still outside the band, relief rounds that bring the worst ones closer (:func:`decide_lift`,
+   :func:`decide_relieve`): the band may be out of reach, the worst deviation still has to be as small as it can be.
 4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything).
 5. Leader rounds (reorders only, :mod:`kpo.planner.leaders`).
 6. Check the hard constraints on the result and measure it (:mod:`kpo.planner.quality`).
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -39,9 +41,19 @@ from kpo.planner import leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.flow import handovers
 from kpo.planner.prepare import offline_partitions, to_state
-from kpo.planner.rounds import RoundPlan, decide_bytes, decide_counts, decide_leaders, with_deltas
+from kpo.planner.rounds import (
+    BrokerStats,
+    RoundPlan,
+    decide_bytes,
+    decide_counts,
+    decide_leaders,
+    decide_lift,
+    decide_relieve,
+    with_deltas,
+)
 
 MAX_BYTE_ROUNDS = 6
+MAX_RELIEF_ROUNDS = 4
 MAX_COUNT_ROUNDS = 2
 MAX_LEADER_ROUNDS = 4
 
@@ -119,6 +131,7 @@ class _Rounds:
         self.closed = closed
         self.stats = moves.broker_stats(state, cluster)
         self.count = 0
+        self.last_sent: dict[int, float] = {}
 
     def recount(self) -> None:
         self.stats = moves.broker_stats(self.state, self.cluster)
@@ -128,6 +141,7 @@ class _Rounds:
                                    self.count)
         placed = checkpoint(moves.place_movers(picked, plan, self.cluster, self.count))
         deltas = moves.move_deltas(placed)
+        self.last_sent = {b: float(-d.bytes) for b, d in deltas.items() if b is not None and d.bytes < 0}
         moved = sum(d.replicas for b, d in deltas.items() if d.replicas > 0)
         if moved:
             self.state = checkpoint(moves.apply_moves(self.state, placed))
@@ -149,6 +163,25 @@ class _Rounds:
                     return
                 # Nothing could go where the quotas pointed: open every broker with room in the band instead.
                 broad = True
+
+    def relief(self, limit: int) -> None:
+        """When the byte rounds stop outside the band: lift the brokers below it from any broker above the mean,
+        relieve those above it into their own rack too, until neither moves anything."""
+        exhausted: set[int] = set()
+        for _ in range(limit):
+            moved = 0
+            lift = decide_lift(self.stats, self.cluster, self.request.tolerance, closed=self.closed,
+                               exhausted=exhausted)
+            if not lift.idle:
+                moved += self.move(lift)
+                # A giver that sent less than half its quota has little the brokers below the band can take (its
+                # replicas' partitions are there already): the next lift asks the others.
+                exhausted |= {b for b, q in lift.out.items() if self.last_sent.get(b, 0.0) < q / 2}
+            relieve = decide_relieve(self.stats, self.cluster, self.request.tolerance)
+            if not relieve.idle:
+                moved += self.move(relieve)
+            if not moved and lift.idle:
+                return
 
     def counts(self, limit: int) -> int:
         total = 0
@@ -194,36 +227,54 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
                     ", ".join(lost_examples))
     share = _load_share(partitions) if request.goal is Goal.REPLICATION_FACTOR else None
     state = checkpoint(to_state(partitions, request, cluster, share))
-    shape = state.agg(F.min(F.when(F.col("selected"), F.size("replicas"))).alias("min_rf"),
-                      F.max(F.when(F.col("selected"), F.size("replicas"))).alias("max_rf")).first()
-    assert shape is not None
-    if (shape["max_rf"] or 0) > len(cluster.eligible):
-        raise PlanError(f"a selected partition needs {shape['max_rf']} replicas but only {len(cluster.eligible)} "
+    min_rf, max_rf = selected_factors(state)
+    if max_rf > len(cluster.eligible):
+        raise PlanError(f"a selected partition needs {max_rf} replicas but only {len(cluster.eligible)} "
                         f"brokers take part: {sorted(cluster.eligible)}")
-    # Every partition holds a replica in every rack: no replica can change rack, each rack balances on its own.
-    closed = cluster.rack_mode and (shape["min_rf"] or 0) >= cluster.rack_count
+    closed = rack_bound(cluster, min_rf)
     run = _Rounds(state, cluster, request, closed)
-    lb_bytes, lb_replicas = quality.lower_bounds(run.stats, cluster, request.tolerance)
+    initial = run.stats
+    lb_bytes, lb_replicas = quality.lower_bounds(initial, cluster, request.tolerance, closed=closed)
     log.info("state built, lower bound %d bytes / %d replicas (%.1fs)", lb_bytes, lb_replicas, clock() - started)
     run.bytes(MAX_BYTE_ROUNDS)
     run.recount()
     if any(s.forced_replicas for s in run.stats.values()):
         raise PlanError(_describe_stuck(run.state, cluster))
+    if cluster.balancing:
+        run.relief(MAX_RELIEF_ROUNDS)
     if run.counts(MAX_COUNT_ROUNDS):
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
         run.recount()
     if cluster.balancing:  # without it, the preferred leaders stay too: nothing but the new replicas changes
         run.leaders(MAX_LEADER_ROUNDS)
     log.info("rounds done (%.1fs)", clock() - started)
-    result = measure(run.state, cluster, request, lower_bound_bytes=lb_bytes, lower_bound_replicas=lb_replicas,
-                     rounds=run.count, planning_seconds=clock() - started)
+    result = measure(run.state, cluster, request, initial=initial, closed=closed, rounds=run.count,
+                     planning_seconds=clock() - started)
     result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples})
     return PlanResult(state=run.state, cluster=cluster, metrics=result)
 
 
-def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, lower_bound_bytes: int,
-            lower_bound_replicas: int, rounds: int, planning_seconds: float, check: bool = True) -> PlanMetrics:
-    """Metrics of the assignment in ``state``; with ``check``, a target that breaks a hard constraint is an error."""
+def selected_factors(state: DataFrame) -> tuple[int, int]:
+    """The smallest and the largest replication factor among the selected partitions (0 when none is)."""
+    shape = state.agg(F.min(F.when(F.col("selected"), F.size("replicas"))).alias("min_rf"),
+                      F.max(F.when(F.col("selected"), F.size("replicas"))).alias("max_rf")).first()
+    assert shape is not None
+    return int(shape["min_rf"] or 0), int(shape["max_rf"] or 0)
+
+
+def rack_bound(cluster: Cluster, min_rf: int) -> bool:
+    """Every selected partition holds a replica in every rack: no replica can change rack, each rack balances on
+    its own."""
+    return cluster.rack_mode and min_rf >= cluster.rack_count
+
+
+def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial: Mapping[int | None, BrokerStats],
+            closed: bool, rounds: int, planning_seconds: float, check: bool = True) -> PlanMetrics:
+    """Metrics of the assignment in ``state``; with ``check``, a target that breaks a hard constraint is an error.
+
+    ``initial`` are the per-broker sums before any move, for the lower bound. When the band is not reached the bound
+    reported is the one for the band the assignment did reach: the least any plan at least as even must move, not
+    the bound of a target nobody met."""
     counted = quality.counters(state, cluster, request.replication_factor)
     if check and counted["broken"]:
         bad = state.filter(quality.broken(cluster, request.replication_factor)).limit(3).collect()
@@ -231,6 +282,12 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, lower_b
                         + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
     before, after = quality.broker_loads(state, cluster)
     reached, note = quality.band_report(after, cluster, request.tolerance)
+    spread = quality.spread(after, cluster) if reached is False else None
+    lower_bound_bytes, lower_bound_replicas = quality.lower_bounds(initial, cluster, request.tolerance, closed=closed,
+                                                                   reached=spread)
+    if spread is not None:
+        note += (f"; the lower bound is for the band reached ({spread.bytes[0]:.2f} to {spread.bytes[1]:.2f} x mean "
+                 f"bytes)")
     return PlanMetrics(
         status=STATUS_OK, message=note, band_reached=reached, goal=request.goal, tolerance=request.tolerance,
         partitions=counted["partitions"],

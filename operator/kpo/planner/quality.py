@@ -8,12 +8,13 @@ scores Kafka's own placer with these same functions, so both sides of its table 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import Balance, BrokerLoad
-from kpo.planner.balance import BrokerTotals, lower_bound, max_over_mean
+from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, max_over_mean, widened
 from kpo.planner.cluster import Cluster
 from kpo.planner.exprs import int_array, table
 from kpo.planner.rounds import BrokerStats
@@ -67,11 +68,14 @@ def band_report(loads: tuple[BrokerLoad, ...], cluster: Cluster, tolerance: floa
                    f"closest plan the rounds found (the replica sizes or the fixed replicas allow no better)")
 
 
-def _crowded(column: str, cluster: Cluster) -> Column:
-    """A partition whose replicas share a rack although there are enough racks (among alive brokers) to avoid it."""
+def _crowded(column: str, cluster: Cluster, *, after: bool) -> Column:
+    """A partition whose replicas share a rack although there are enough racks to avoid it: racks of alive brokers
+    before the change, and after it without the brokers being removed (a rack that is going away entirely leaves
+    fewer racks to spread over, which is no violation of the plan's)."""
     names = sorted({r for r in cluster.racks.values() if r is not None})
     index = {b: names.index(r) for b, r in cluster.racks.items() if r is not None}
-    racks_alive = len({cluster.racks[b] for b in cluster.alive if cluster.racks.get(b) is not None})
+    staying = cluster.alive - cluster.removed if after else cluster.alive
+    racks_alive = len({cluster.racks[b] for b in staying if cluster.racks.get(b) is not None})
     if racks_alive < 2:
         return F.lit(False)
     rack_of = table(index, "int")
@@ -107,8 +111,8 @@ def counters(state: DataFrame, cluster: Cluster, replication_factor: int | None 
         F.sum(added).alias("replicas_to_move"),
         F.sum(added * F.col("size")).alias("bytes_to_move"),
         count(F.element_at("replicas", 1) != F.element_at("original", 1)).alias("leader_changes"),
-        count(_crowded("original", cluster)).alias("rack_violations_before"),
-        count(_crowded("replicas", cluster)).alias("rack_violations_after"),
+        count(_crowded("original", cluster, after=False)).alias("rack_violations_before"),
+        count(_crowded("replicas", cluster, after=True)).alias("rack_violations_after"),
         # All topics: what a selection left out stays on the removed brokers, and the user must see it.
         F.sum(F.size(F.array_intersect("replicas", removed))).alias("replicas_left_on_removed_brokers"),
         count(broken(cluster, replication_factor)).alias("broken"),
@@ -117,8 +121,53 @@ def counters(state: DataFrame, cluster: Cluster, replication_factor: int | None 
     return {k: int(v or 0) for k, v in row.asDict().items()}
 
 
-def lower_bounds(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> tuple[int, int]:
-    """The movement lower bound in bytes and in replicas, from the state before the first round."""
+@dataclass(frozen=True)
+class Spread:
+    """The lowest and highest broker relative to the mean, in bytes and in replicas, over the brokers taking part."""
+
+    bytes: tuple[float, float]
+    replicas: tuple[float, float]
+
+
+def spread(loads: tuple[BrokerLoad, ...], cluster: Cluster) -> Spread:
+    taking_part = [b for b in loads if b.broker in cluster.eligible]
+
+    def relative(values: list[int]) -> tuple[float, float]:
+        mean = sum(values) / len(values) if values else 0.0
+        return (min(values) / mean, max(values) / mean) if mean else (1.0, 1.0)
+
+    return Spread(bytes=relative([b.bytes for b in taking_part]), replicas=relative([b.replicas for b in taking_part]))
+
+
+def _bound(by: dict[int, BrokerTotals], cluster: Cluster, tolerance: float, *, created: float, integral: bool,
+           closed: bool, reached: tuple[float, float] | None) -> float:
+    """One lower bound. With ``closed`` (every partition in every rack) each rack balances on its own, so the bound is
+    the sum of the racks' bounds, each for the band widened to the rack's own mean where that lies outside it."""
+    total = (sum(by[b].load for b in cluster.eligible if b in by) + created
+             + sum(by[b].load - by[b].fixed for b in cluster.removed if b in by))
+    everyone = band(total, len(cluster.eligible), tolerance, integral=integral)
+    if reached is not None:
+        everyone = widened(*reached)(everyone)
+    rackless = any(cluster.domain_of.get(b) not in cluster.domains for b in cluster.removed)
+    if not closed or created or rackless:  # a rack going away entirely sends its replicas to other racks
+        return lower_bound(by, cluster.eligible, cluster.removed, tolerance, created=created, integral=integral,
+                           edges=lambda _: everyone)
+    bound = 0.0
+    for d, members in cluster.domains.items():
+        gone = frozenset(b for b in cluster.removed if cluster.domain_of.get(b) == d)
+
+        def rack_edges(own: Band) -> Band:
+            return Band(everyone.mean, min(everyone.lo, own.mean), max(everyone.hi, own.mean))
+
+        bound += lower_bound({b: t for b, t in by.items() if b in members or b in gone}, frozenset(members), gone,
+                             tolerance, integral=integral, edges=rack_edges)
+    return bound
+
+
+def lower_bounds(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float, *,
+                 closed: bool = False, reached: Spread | None = None) -> tuple[int, int]:
+    """The movement lower bound in bytes and in replicas, from the state before the first round: for the band, or
+    with ``reached`` for the band a plan reached (the least any plan at least as even must move)."""
     placed = {b: s for b, s in stats.items() if b is not None}
     created = stats.get(None, BrokerStats(broker=None))
     if not cluster.balancing:
@@ -127,7 +176,8 @@ def lower_bounds(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tole
     by_bytes = {b: BrokerTotals(s.bytes, s.bytes - s.movable_bytes - s.forced_bytes) for b, s in placed.items()}
     by_count = {b: BrokerTotals(s.replicas, s.replicas - s.movable_replicas - s.forced_replicas)
                 for b, s in placed.items()}
-    lb_bytes = lower_bound(by_bytes, cluster.eligible, cluster.removed, tolerance, created=created.forced_bytes)
-    lb_count = lower_bound(by_count, cluster.eligible, cluster.removed, tolerance,
-                           created=created.forced_replicas, integral=True)
+    lb_bytes = _bound(by_bytes, cluster, tolerance, created=created.forced_bytes, integral=False, closed=closed,
+                      reached=reached.bytes if reached else None)
+    lb_count = _bound(by_count, cluster, tolerance, created=created.forced_replicas, integral=True, closed=closed,
+                      reached=reached.replicas if reached else None)
     return round(lb_bytes), round(lb_count)

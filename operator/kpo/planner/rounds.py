@@ -14,10 +14,10 @@ leaders (a reorder within each partition, which moves no data).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from kpo.planner.balance import Band, Quotas, band, water_fill
+from kpo.planner.balance import Band, Quotas, band, level_where, water_fill
 from kpo.planner.cluster import Cluster
 
 
@@ -138,6 +138,64 @@ def decide_counts(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tol
     out = {b: n for b, n in q.out.items() if loads[b] >= bytes_band.lo}
     into = {b: n for b, n in q.into.items() if loads[b] <= bytes_band.hi - average}
     return RoundPlan(unit="replicas", out=_whole(out, up=False), into=_whole(into, up=True))
+
+
+def _byte_bands(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float,
+                ) -> tuple[dict[int, float], Band, Band]:
+    loads = {b: float(stats[b].bytes) if b in stats else 0.0 for b in cluster.eligible}
+    placed = [s for b, s in stats.items() if b in cluster.eligible and s.replicas]
+    average = sum(s.bytes for s in placed) / max(1, sum(s.replicas for s in placed))
+    real = band(sum(loads.values()), len(loads), tolerance)
+    return loads, real, real.narrowed(average / 2)
+
+
+def decide_lift(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float, *,
+                closed: bool, exhausted: Collection[int] = ()) -> RoundPlan:
+    """A round for brokers left below the band when the byte rounds stopped: they are filled by the brokers above
+    the mean, those inside the band too, each giving down to a common level (never below the mean). The byte rounds
+    fill them only from brokers above the band, whose replicas may have nowhere to go (a rack they cannot leave).
+    ``exhausted`` brokers gave little in an earlier lift and are not asked again."""
+    loads, real, inner = _byte_bands(stats, cluster, tolerance)
+    counts = _count_quotas(stats, cluster, tolerance)
+    out: dict[int, float] = {}
+    into: dict[int, float] = {}
+    for group in _domain_groups(cluster, closed):
+        low = {b: inner.lo - loads[b] for b in group if loads[b] < real.lo}
+        mean = sum(loads[b] for b in group) / len(group)
+        givers = {b: loads[b] for b in group if loads[b] > mean and b not in low and b not in exhausted}
+        if not low or not givers:
+            continue
+        cap = {b: float(stats[b].movable_bytes) if b in stats else 0.0 for b in givers}
+
+        def shed_at(level: float, givers: dict[int, float] = givers, cap: dict[int, float] = cap) -> float:
+            return sum(min(cap[b], max(0.0, x - level)) for b, x in givers.items())
+
+        level = max(mean, level_where(shed_at, sum(low.values()), rising=False))
+        out |= {b: min(cap[b], x - level) for b, x in givers.items() if x > level}
+        into |= low
+    sizes = {b: _mover_size(stats[b], q, counts) for b, q in out.items() if b in stats}
+    return RoundPlan(unit="bytes", out=_positive(out), into=_positive(into), mover_size=sizes)
+
+
+def decide_relieve(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> RoundPlan:
+    """A round for brokers left above the band when the byte rounds stopped: they shed to every broker with room
+    below the top of the band, and to the brokers of their own rack even above it, up to half the gap between the
+    two. A replica bound to its rack (its partition has one in every rack) can only go there, and evening out the
+    rack lowers the worst broker even where the band cannot be reached."""
+    loads, real, inner = _byte_bands(stats, cluster, tolerance)
+    high = {b: min(float(stats[b].movable_bytes), x - inner.hi) for b, x in loads.items()
+            if x > real.hi and b in stats}
+    out = _positive(high)
+    if not out:
+        return RoundPlan(unit="bytes")
+    into = {b: real.hi - x for b, x in loads.items() if b not in out and x < real.hi}
+    for s in out:
+        for b in cluster.domains.get(cluster.domain_of[s], ()):
+            if b not in out and cluster.rack_mode:
+                into[b] = max(into.get(b, 0.0), (loads[s] - loads[b]) / 2)
+    counts = _count_quotas(stats, cluster, tolerance)
+    sizes = {b: _mover_size(stats[b], q, counts) for b, q in out.items()}
+    return RoundPlan(unit="bytes", out=out, into=_positive(into), mover_size=sizes)
 
 
 def decide_leaders(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> Quotas:
