@@ -300,15 +300,19 @@ def _reached(value: bool | None) -> str:
 
 def shapes_table(rows: list[tuple[Scenario, int, Side, Side, Side]]) -> str:
     """The hard shapes: each cell kpo / greedy / Kafka."""
-    head = ("| scenario | replicas | LB bytes (TB) | bytes moved / LB | min/mean bytes | max/mean bytes | band reached "
-            "| rack violations | uneven spread | offline left out (of) | planning s |")
+    head = ("| scenario | replicas | LB bytes (TB) | bytes moved (TB) | bytes moved / LB | min/mean bytes "
+            "| max/mean bytes | band reached | rack violations | uneven spread | offline left out (of) | planning s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for s, replicas, k, g, f in rows:
         sides = (k, g, f)
         offline_total = max(side.offline_left_out for side in sides)
+        # The job states the lower bound for the band an assignment reached, so each side may have its own.
+        bounds = {x.lower_bound for x in sides}
+        lb = f"{k.lower_bound / 1e12:.2f}" if len(bounds) == 1 else _cells([x.lower_bound / 1e12 for x in sides], 2)
         lines.append(
-            f"| {s.title} (tol {s.request.tolerance}) | {replicas:,} | {k.lower_bound / 1e12:.2f} "
-            f"| {_cells([x.bytes_over_lb for x in sides])} | {_cells([x.bytes_min for x in sides])} "
+            f"| {s.title} (tol {s.request.tolerance}) | {replicas:,} | {lb} "
+            f"| {_cells([x.bytes_moved / 1e12 for x in sides], 2)} | {_cells([x.bytes_over_lb for x in sides])} "
+            f"| {_cells([x.bytes_min for x in sides])} "
             f"| {_cells([x.bytes for x in sides])} | {' / '.join(_reached(x.band_reached) for x in sides)} "
             f"| {' / '.join(str(x.rack_violations) for x in sides)} "
             f"| {' / '.join(str(x.uneven_spread) for x in sides)} "
