@@ -209,6 +209,9 @@ def test_a_relief_opens_the_senders_own_rack_above_the_band() -> None:
     assert set(plan.out) == {6}
     assert plan.into[5] == pytest.approx((1280 - 1040) / 2)  # half the gap, above the band: 5 never passes 6
     assert plan.into[1] == pytest.approx(1.05 * mean - 1000)  # the others only up to the top of the band
+    both_above = decide_relieve(_stats({1: 1000, 2: 1000, 3: 1000, 4: 1000, 5: 1150, 6: 1280}), cluster, 0.05)
+    assert set(both_above.out) == {6}
+    assert both_above.into[5] == pytest.approx((1280 - 1150) / 2)
     without_racks = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in range(1, 7)], [])
     plain = decide_relieve(_stats({1: 1000, 2: 1000, 3: 1000, 4: 1000, 5: 1040, 6: 1280}), without_racks, 0.05)
     assert plain.into[5] == pytest.approx(1.05 * mean - 1040)

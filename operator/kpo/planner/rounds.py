@@ -189,10 +189,18 @@ def decide_relieve(stats: Mapping[int | None, BrokerStats], cluster: Cluster, to
     if not out:
         return RoundPlan(unit="bytes")
     into = {b: real.hi - x for b, x in loads.items() if b not in out and x < real.hi}
-    for s in out:
-        for b in cluster.domains.get(cluster.domain_of[s], ()):
-            if b not in out and cluster.rack_mode:
-                into[b] = max(into.get(b, 0.0), (loads[s] - loads[b]) / 2)
+    if cluster.rack_mode:
+        for members in cluster.domains.values():
+            senders = [b for b in members if b in out]
+            if not senders:
+                continue
+            top = max(senders, key=lambda b: loads[b])
+            for b in members:
+                if b != top and loads[b] < loads[top]:
+                    # Below the rack's fullest sender: it takes from it instead of sending itself (both above the
+                    # band, the lower one would otherwise never help the higher one down).
+                    out.pop(b, None)
+                    into[b] = max(into.get(b, 0.0), (loads[top] - loads[b]) / 2)
     counts = _count_quotas(stats, cluster, tolerance)
     sizes = {b: _mover_size(stats[b], q, counts) for b, q in out.items()}
     return RoundPlan(unit="bytes", out=out, into=_positive(into), mover_size=sizes)
