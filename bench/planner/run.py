@@ -53,7 +53,10 @@ class Scenario:
     request: PlanRequest
     skew: float = 0.05
     partitions_per_topic: int = 100
-    driver_memory: str = "2g"
+    # kpo runs at the operator's defaults (planner.local: master local[*], driver memory 1g) unless a scenario says
+    # otherwise; scoring the other sides' answers is not measured and gets what it needs.
+    driver_memory: str | None = None
+    scoring_memory: str = "2g"
     java_heap: str = "1g"
     # The generator's shape knobs (bench.planner.generate.ClusterSpec); the defaults are the original scenarios'.
     replication_factors: tuple[int, ...] = (3,)
@@ -97,9 +100,9 @@ SCENARIOS = (
              PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=3), skew=0.15, partitions_per_topic=50,
              replication_factors=(2,), shape=True),
     Scenario("scale-200-1M", "skewed rebalance, 200 brokers, 10 racks, 1M replicas", 200, 200, 10, 333_334,
-             _request(Goal.REBALANCE), skew=0.15, driver_memory="4g", java_heap="2g"),
+             _request(Goal.REBALANCE), skew=0.15, scoring_memory="4g", java_heap="2g"),
     Scenario("scale-300-3M", "skewed rebalance, 300 brokers, 10 racks, 3M replicas", 300, 300, 10, 1_000_000,
-             _request(Goal.REBALANCE), skew=0.15, driver_memory="8g", java_heap="4g"),
+             _request(Goal.REBALANCE), skew=0.15, scoring_memory="8g", java_heap="4g"),
 )
 SETS = {"small": ("scale-out-12-15", "skewed-40-t0.10"), "shapes": tuple(s.name for s in SCENARIOS if s.shape),
         "all": tuple(s.name for s in SCENARIOS)}
@@ -197,7 +200,8 @@ Assignment = dict[greedy.Key, tuple[int, ...]]
 
 def run_kpo(s: Scenario, folder: Path, out: Path) -> tuple[Side, Assignment]:
     """kpo's figures and its plan (the changed partitions)."""
-    runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.driver_memory))
+    defaults = LocalSparkConfig()
+    runner = LocalSparkRunner(LocalSparkConfig(driver_memory=s.driver_memory or defaults.driver_memory))
     outcome = runner.run(folder, out)
     if not outcome.ok or outcome.metrics is None or outcome.plan is None:
         raise RuntimeError(f"kpo failed on {s.name}: {outcome.message}")
@@ -227,7 +231,7 @@ def _measured(command: list[str]) -> tuple[str, float, int]:
 
 def _score(s: Scenario, folder: Path, out: Path, assignment: Path, who: str) -> PlanMetrics:
     """An assignment scored by the job's own metrics code, exactly as kpo's plan is."""
-    runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.driver_memory))
+    runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.scoring_memory))
     scored = runner.run(folder, out / "evaluation", module="kpo.planner.evaluate",
                         extra_args=("--assignment", str(assignment)))
     if not scored.ok or scored.metrics is None:
