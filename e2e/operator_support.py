@@ -10,7 +10,12 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from kubernetes.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 
 from kpo_testbed.paths import REPO_ROOT
 
@@ -82,3 +87,16 @@ def operator_env(kubeconfig: Path, bootstrap_servers: str, extra: dict[str, str]
                 "KPO_POLL_INTERVAL": "1", "PYTHONUNBUFFERED": "1"})
     env.update(extra or {})
     return env
+
+
+@contextmanager
+def watched_namespace(api_client: ApiClient, prefix: str) -> Iterator[str]:
+    """A fresh namespace named ``<prefix>-<random>``, for a module whose own operator watches ``<prefix>-*`` only;
+    deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    core = CoreV1Api(api_client)
+    core.create_namespace(V1Namespace(metadata=V1ObjectMeta(name=name)))
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import secrets
 import time
-import uuid
 from collections.abc import Iterator
 from functools import partial
 
@@ -38,7 +37,7 @@ from kubernetes import client
 from e2e.conftest import SESSION
 from e2e.kafka_support import create_topic, describe_topic, replicas_of
 from e2e.kube_support import Resources, wait_until
-from e2e.operator_support import OperatorProcess, operator_env
+from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from e2e.reassignment_support import ongoing, spec_partitions
 from kpo.domain.throttle import ThrottleJournal
 from kpo.k8s.rollback import THROTTLE_KEY, rollback_name
@@ -130,11 +129,8 @@ def auth_operator(testbed: Testbed, kpo_crds: None, api_client: client.ApiClient
 @pytest.fixture
 def namespace(api_client: client.ApiClient, auth_operator: OperatorProcess) -> Iterator[str]:
     """A namespace only this module's operator watches."""
-    name = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api_client)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
+    with watched_namespace(api_client, PREFIX) as name:
+        yield name
 
 
 def _events(resources: Resources, name: str, reason: str) -> list[str]:

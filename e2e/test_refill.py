@@ -23,7 +23,7 @@ from kubernetes import client
 from e2e.helm_support import free_port, scrape
 from e2e.kafka_support import create_topic, replicas_of
 from e2e.kube_support import Resources
-from e2e.operator_support import OperatorProcess, operator_env
+from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from e2e.reassignment_support import fill, spec_partitions
 from e2e.test_execution_control import Sampler
 from e2e.test_metrics import samples
@@ -57,11 +57,8 @@ def refill_operator(kpo_crds: None, testbed: Testbed, operator_namespace: str,
 @pytest.fixture
 def namespace(api_client: client.ApiClient, refill_operator: OperatorProcess) -> Iterator[str]:
     """A namespace only this module's operator watches."""
-    name = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api_client)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
+    with watched_namespace(api_client, PREFIX) as name:
+        yield name
 
 
 def test_freed_slots_are_refilled_between_polls_and_the_limit_holds(
