@@ -41,7 +41,8 @@ def refill_operator(kpo_crds: None, testbed: Testbed, operator_namespace: str,
     """An operator that watches only this module's namespaces and polls every 15 s, with its metrics endpoint."""
     folder: Path = tmp_path_factory.mktemp("refill-operator")
     config_path = folder / "kpo.yaml"
-    config_path.write_text(yaml.safe_dump({"pollIntervalSeconds": POLL_SECONDS, "clusters": {
+    config_path.write_text(yaml.safe_dump({"pollIntervalSeconds": POLL_SECONDS, "refill": {"firstProbeSeconds": 0.25},
+                                           "clusters": {
         "default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers}}}))
     env = operator_env(testbed.state.kube.kubeconfig, testbed.state.kafka.bootstrap_servers,
                        {"KPO_CONFIG": str(config_path), "KPO_NAMESPACE": operator_namespace,

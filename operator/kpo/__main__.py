@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     kopf.on.startup(id="kpo_settings", registry=registry)(configure)
     # The same credentials the kubernetes client found (service account in a pod, else KUBECONFIG).
     kopf.on.login(id="kpo_login", registry=registry)(kopf.login_via_client)
-    partition_reassignment.register(registry, operator_config.poll_interval_seconds)
+    # Ticks on a fixed grid only with refill between polls, which hands a watching tick over to the next one.
+    partition_reassignment.register(registry, operator_config.poll_interval_seconds,
+                                    sharp=operator_config.refill.first_probe_seconds > 0)
     preferred_leader_election.register(registry, operator_config.poll_interval_seconds)
     topic_partition_count.register(registry, operator_config.poll_interval_seconds)
     try:

@@ -343,7 +343,8 @@ class _Unreachable:
         return unavailable
 
 
-def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
+def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_seconds: float, *,
+             sharp: bool = False) -> None:
     """The Kopf handlers of ``kind``: its index (if any), its timer, its deletion handler."""
     prefix = kind.handler_prefix
 
@@ -358,10 +359,10 @@ def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_sec
 
     if kind.index is not None:
         kopf.index(GROUP, VERSION, kind.plural, id=f"{prefix}_claims", registry=registry)(kind.index)
-    # Sharp: ticks start on a fixed grid of the poll interval, not a poll interval after the previous one ended. A
-    # tick that watches its moves until about the next poll (refill between polls, kpo.domain.refill) then hands over
-    # to the next one without a gap, and a short tick is followed exactly as before.
-    kopf.timer(GROUP, VERSION, kind.plural, id=f"{prefix}_tick", interval=poll_interval_seconds, sharp=True,
+    # Sharp (with refill between polls on): ticks start on a fixed grid of the poll interval, not a poll interval after
+    # the previous one ended. A tick that watches its moves until about the next poll (kpo.domain.refill) then hands
+    # over to the next one without a gap, and a short tick is followed exactly as before.
+    kopf.timer(GROUP, VERSION, kind.plural, id=f"{prefix}_tick", interval=poll_interval_seconds, sharp=sharp,
                backoff=max(5.0, 3 * poll_interval_seconds), when=polls, registry=registry)(on_tick)
     kopf.on.delete(GROUP, VERSION, kind.plural, id=f"{prefix}_delete", optional=kind.release is None,
                    registry=registry)(on_delete)

@@ -207,5 +207,5 @@ KIND = shell.Kind(name=KIND_NAME, plural=PLURAL, parse=parse_spec,
                   index=partitionreassignment_claims)
 
 
-def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float) -> None:
-    shell.register(KIND, registry, poll_interval_seconds)
+def register(registry: kopf.OperatorRegistry, poll_interval_seconds: float, *, sharp: bool = False) -> None:
+    shell.register(KIND, registry, poll_interval_seconds, sharp=sharp)
