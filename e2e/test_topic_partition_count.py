@@ -93,7 +93,13 @@ def test_a_decrease_and_a_missing_topic_are_invalid(kafka_admin: AdminClient, to
     if case == "missing-topic":
         spec = {"topic": f"{topic_name}-missing", "partitions": 12}
     resources.create(KTPC, case, spec)
-    status = resources.wait_phase(KTPC, case, "Invalid", timeout=60)
+    if case == "missing-topic":
+        # A missing topic is waited for (TOPIC_GRACE, 30 s) before the spec is declared Invalid.
+        waiting = resources.wait_phase(KTPC, case, "Pending", timeout=30)
+        assert waiting.get("topicMissingSince"), waiting
+        assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
+    status = resources.wait_phase(KTPC, case, "Invalid", timeout=90)
+    assert "topicMissingSince" not in status
     ready = resources.condition(KTPC, case, "Ready")
     stalled = resources.condition(KTPC, case, "Stalled")
     assert ready is not None and ready["status"] == "False" and ready["reason"] == reason
@@ -101,6 +107,20 @@ def test_a_decrease_and_a_missing_topic_are_invalid(kafka_admin: AdminClient, to
     assert status["observedGeneration"] == 1
     wait_for(lambda: reason in _reasons(resources, case), 20, f"a {reason} event")
     assert len(describe_topic(kafka_admin, topic_name)) == 6
+
+
+def test_a_topic_applied_after_its_resource_is_waited_for_and_grown(kafka_admin: AdminClient, topic_name: str,
+                                                                     resources: Resources) -> None:
+    """GitOps applies a topic and its TopicPartitionCount together, in no particular order."""
+    resources.create(KTPC, "first", {"topic": topic_name, "partitions": 6})
+    waiting = resources.wait_phase(KTPC, "first", "Pending", timeout=30)
+    assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
+    time.sleep(5)
+    create_topic(kafka_admin, topic_name, 3, replication_factor=2)
+    status = resources.wait_phase(KTPC, "first", "Succeeded", timeout=60)
+    assert status["currentPartitions"] == 6 and "topicMissingSince" not in status
+    assert len(describe_topic(kafka_admin, topic_name)) == 6
+    assert "UnknownTopic" not in _reasons(resources, "first")
 
 
 def test_the_guard_refuses_6_to_8_until_overridden(kafka_admin: AdminClient, topic_name: str,

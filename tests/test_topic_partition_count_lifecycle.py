@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from fractions import Fraction
 
@@ -17,8 +18,10 @@ from kpo.resources.topic_partition_count.lifecycle import (
     PARTITION_DECREASE,
     SOURCES_CAP,
     TOO_MANY_NEW_PARTITIONS,
+    TOPIC_GRACE,
     TRANSITIONS,
     UNKNOWN_TOPIC,
+    WAITING_FOR_TOPIC,
     BrokerLoad,
     Decision,
     Growth,
@@ -29,15 +32,20 @@ from kpo.resources.topic_partition_count.lifecycle import (
     Observation,
     Phase,
     Placement,
-    decide,
     refused,
     report_sources,
     sample_refused,
 )
+from kpo.resources.topic_partition_count.lifecycle import decide as decide_at
 
 T = "orders"
 BROKERS = {1: Broker(1, "rack-a"), 2: Broker(2, "rack-b"), 3: Broker(3, "rack-c")}
 EVEN = BrokerLoad(replicas={1: 4, 2: 4, 3: 4}, leaders={1: 2, 2: 2, 3: 2})
+NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
+
+
+def decide(intent: Intent, memory: Memory, observed: Observation, now: dt.datetime = NOW) -> Decision:
+    return decide_at(intent, memory, observed, now)
 
 
 def topic(count: int, rf: int = 2, leaderless: tuple[int, ...] = ()) -> dict[int, PartitionState]:
@@ -72,8 +80,33 @@ def test_every_phase_has_a_transition_map() -> None:
 # ------------------------------------------------------------------------------------------------------- Pending
 
 
-def test_pending_to_invalid_for_a_missing_topic_sends_nothing() -> None:
+def test_pending_waits_for_a_missing_topic_and_remembers_since_when() -> None:
     d = decide(intent(12), Memory(), observe(None))
+    assert d.phase is Phase.PENDING and d.reason == WAITING_FOR_TOPIC and d.grow is None
+    assert d.topic_missing_since == NOW and "does not exist yet" in d.message
+    assert conditions(d) == {"Ready": False, "Progressing": True, "Stalled": False}
+    assert [e.type for e in d.events] == ["Normal"]
+    memory = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=NOW)
+    later = decide(intent(12), memory, observe(None), NOW + TOPIC_GRACE - dt.timedelta(seconds=1))
+    assert later.phase is Phase.PENDING and later.topic_missing_since == NOW and later.events == ()
+
+
+def test_pending_goes_on_when_a_topic_it_waited_for_appears() -> None:
+    memory = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=NOW)
+    d = decide(intent(4), memory, observe(topic(6)), NOW + dt.timedelta(seconds=2))
+    assert d.phase is Phase.INVALID and d.reason == PARTITION_DECREASE and d.topic_missing_since is None
+
+
+def test_a_spec_change_starts_the_wait_for_a_missing_topic_again() -> None:
+    old = NOW - 10 * TOPIC_GRACE
+    memory = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=old)
+    d = decide(intent(12, generation=2), memory, observe(None))
+    assert d.phase is Phase.PENDING and d.topic_missing_since == NOW
+
+
+def test_pending_to_invalid_for_a_missing_topic_sends_nothing() -> None:
+    memory = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=NOW - TOPIC_GRACE)
+    d = decide(intent(12), memory, observe(None))
     assert d.phase is Phase.INVALID and d.reason == UNKNOWN_TOPIC and d.grow is None
     assert "does not exist" in d.message
     assert conditions(d) == {"Ready": False, "Progressing": False, "Stalled": True}

@@ -185,3 +185,15 @@ def test_the_report_of_every_growth_fits_the_api() -> None:
             status = {"phase": "Growing", "keyRemap": remap_status(remap_report(old, new), None)}
             remap = valid(status).key_remap
             assert remap is not None and Fraction(remap.moved_key_space) == remap_report(old, new).remapped_fraction
+
+
+def test_a_missing_topic_is_waited_for_in_the_status_and_the_wait_is_cleared_once_it_appears() -> None:
+    cluster = Cluster({})
+    first = tick(cluster, {"topic": "orders", "partitions": 6})
+    assert first is not None and first.status["phase"] == "Pending"
+    assert valid(first.status).topic_missing_since == NOW
+    assert tick(cluster, {"topic": "orders", "partitions": 6}, first.status) is None, "waiting writes nothing"
+    cluster.topics["orders"] = [(1, 2)] * 3
+    second = tick(cluster, {"topic": "orders", "partitions": 6}, first.status)
+    assert second is not None and second.status["phase"] == "Growing"
+    assert "topicMissingSince" in second.status and second.status["topicMissingSince"] is None, "merge patch removes it"

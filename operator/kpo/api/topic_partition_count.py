@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field, StrictBool, StrictInt
+from pydantic import AwareDatetime, Field, StrictBool, StrictInt
 
 from kpo.api.common import ClusterRef, StatusBase, cluster_ref_immutable
 from kpo.api.schema import (
@@ -196,3 +196,6 @@ class TopicPartitionCountStatus(StatusBase):
     )
     current_partitions: int | None = Field(default=None, ge=0, description="Partitions the topic has in Kafka now.")
     key_remap: KeyRemap | None = Field(default=None, description="Key remap report for the change.")
+    topic_missing_since: AwareDatetime | None = Field(
+        default=None, description="When kpo first found spec.topic missing for this generation. It waits "
+        "a short grace period for a topic applied together with this resource before declaring the spec Invalid.")

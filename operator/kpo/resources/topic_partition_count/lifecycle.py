@@ -23,17 +23,23 @@ asks again, so a tick that only waits for new partitions to get leaders reads no
 Phases, and what each transitions to:
 
 - **Pending** — checks the spec against the topic. Transitions to *Invalid* (nothing is sent to Kafka: the topic does
-  not exist; ``spec.partitions`` is below the current count — Kafka cannot remove partitions; it adds more than
-  Kafka's controller accepts in one request (``MAX_NEW_PARTITIONS``); the key-ordering guard
-  refuses a count that is not a multiple of the current one; explicit assignments of the wrong number or length, or
-  naming brokers that are not live), *Succeeded* (the topic already has the count: no request), *Growing*
-  (CreatePartitions accepted) or *Failed* (Kafka refused it). It stays *Pending*, Stalled, while fewer brokers are
-  live than the replication factor needs for a balanced placement, and when Kafka cannot be reached.
+  not exist, after :data:`TOPIC_GRACE` of waiting for it (see below); ``spec.partitions`` is below the current count —
+  Kafka cannot remove partitions; it adds more than Kafka's controller accepts in one request
+  (``MAX_NEW_PARTITIONS``); the key-ordering guard refuses a count that is not a multiple of the current one;
+  explicit assignments of the wrong number or length, or naming brokers that are not live), *Succeeded* (the topic
+  already has the count: no request), *Growing* (CreatePartitions accepted) or *Failed* (Kafka refused it). It stays
+  *Pending*, Stalled, while fewer brokers are live than the replication factor needs for a balanced placement, and
+  when Kafka cannot be reached; Progressing while it waits for a missing topic.
 - **Growing** — CreatePartitions was accepted; waits until the topic has the requested count and every partition a
   leader. Transitions to *Succeeded*, to *Failed* if the topic disappears meanwhile, and — when the spec changed
   while growing — on to whatever *Pending* decides for the new spec once the first growth has landed.
 - **Succeeded**, **Failed**, **Invalid** — terminal for this generation of the spec; a spec change sends the resource
   back to *Pending*.
+
+A topic that is not there yet is waited for, :data:`TOPIC_GRACE` from the first tick that missed it
+(``status.topicMissingSince``), before the spec is declared Invalid: GitOps tools apply a topic (or a Strimzi
+KafkaTopic) and its TopicPartitionCount together, and even a topic created just before is not yet in the metadata of
+every broker. Invalid is once per generation, so declaring it at the first miss would stick.
 
 The key-remap report (``status.keyRemap``) is written whenever the change is an increase, including when the guard
 refuses it, so the topic's owner sees what the change would do before overriding the guard. ``movedFraction`` is the
@@ -48,6 +54,7 @@ default partitioner does not hash them.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -66,6 +73,9 @@ from kpo.domain.problems import Problem, summarize
 #: Caps on status.keyRemap.sources (see the module text).
 SOURCES_CAP = 64
 
+#: How long a missing topic is waited for before the spec is declared Invalid (see the module text).
+TOPIC_GRACE = dt.timedelta(seconds=30)
+
 
 Phase = PartitionCountPhase
 
@@ -81,6 +91,7 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
 }
 
 UNKNOWN_TOPIC = "UnknownTopic"
+WAITING_FOR_TOPIC = "WaitingForTopic"
 PARTITION_DECREASE = "PartitionDecrease"
 KEY_ORDERING_GUARD = "KeyOrderingGuard"
 KAFKA_REFUSED = "KafkaRefused"
@@ -125,6 +136,8 @@ class Memory:
     reason: str = ""
     # The count a CreatePartitions request asked for (status.keyRemap.toPartitions while Growing).
     requested: int | None = None
+    # When this generation first found the topic missing (status.topicMissingSince).
+    topic_missing_since: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,8 @@ class Decision:
     events: tuple[Event, ...] = ()
     needs: frozenset[Need] = frozenset()
     idle: bool = False
+    # Set while waiting for a missing topic: when it was first missed.
+    topic_missing_since: dt.datetime | None = None
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
@@ -196,14 +211,17 @@ class Decision:
                             stalled=stalled, reason=self.reason, message=self.message)
 
 
-def decide(intent: Intent, memory: Memory, observed: Observation) -> Decision:
+def decide(intent: Intent, memory: Memory, observed: Observation, now: dt.datetime) -> Decision:
     fresh = intent.generation != memory.observed_generation
     phase = memory.phase
     if phase in TERMINAL:
         if not fresh:
             return Decision(phase, phase.value, "", idle=True)
         phase = Phase.PENDING
-    decision = _growing(intent, memory, observed, fresh) if phase is Phase.GROWING else _pending(intent, observed)
+    missing_since = None if fresh else memory.topic_missing_since
+    decision = (_growing(intent, memory, observed, fresh=fresh, missing_since=missing_since, now=now)
+                if phase is Phase.GROWING
+                else _pending(intent, observed, missing_since, now))
     if decision.needs:
         return decision
     return _checked(phase, memory, decision)
@@ -235,9 +253,16 @@ def report_sources(report: RemapReport) -> list[tuple[int, tuple[int, ...]]]:
 # --------------------------------------------------------------------------------------------------------- phases
 
 
-def _pending(intent: Intent, observed: Observation) -> Decision:
+def _pending(intent: Intent, observed: Observation, missing_since: dt.datetime | None, now: dt.datetime
+             ) -> Decision:
     topic = observed.topic
     if topic is None:
+        since = missing_since or now
+        if now - since < TOPIC_GRACE:
+            return Decision(Phase.PENDING, WAITING_FOR_TOPIC,
+                            f"spec.topic: topic {intent.topic!r} does not exist yet; kpo waits up to "
+                            f"{int(TOPIC_GRACE.total_seconds())} s for it to appear before declaring the spec "
+                            "invalid", topic_missing_since=since)
         return Decision(Phase.INVALID, UNKNOWN_TOPIC,
                         f"spec.topic: topic {intent.topic!r} does not exist; TopicPartitionCount grows existing "
                         "topics only: create it first (with the partitions you want), or fix the name",
@@ -292,7 +317,8 @@ def _pending(intent: Intent, observed: Observation) -> Decision:
                     sample=observed.sample)
 
 
-def _growing(intent: Intent, memory: Memory, observed: Observation, fresh: bool) -> Decision:
+def _growing(intent: Intent, memory: Memory, observed: Observation, *, fresh: bool,
+             missing_since: dt.datetime | None, now: dt.datetime) -> Decision:
     topic = observed.topic
     requested = memory.requested or intent.partitions
     if topic is None:
@@ -306,7 +332,7 @@ def _growing(intent: Intent, memory: Memory, observed: Observation, fresh: bool)
         return Decision(Phase.GROWING, "Growing", f"{len(leaderless)} partition(s) have no leader yet: "
                         f"{leaderless[:10]}", current=current)
     if fresh:
-        return _pending(intent, observed)
+        return _pending(intent, observed, missing_since, now)
     return Decision(Phase.SUCCEEDED, "Succeeded", f"{intent.topic!r} has {current} partitions, every one with a "
                     "leader", current=current)
 

@@ -68,7 +68,7 @@ def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: Ka
     try:
         try:
             decision = decide_observing(
-                lambda seen: decide(intent, memory, seen), observe(kafka, intent.topic),
+                lambda seen: decide(intent, memory, seen, now), observe(kafka, intent.topic),
                 {Need.KEY_SAMPLE: lambda seen: replace(seen, sample=_sample(kafka, intent, seen, resource)),
                  Need.BROKER_LOAD: lambda seen: replace(seen, load=broker_load(kafka))})
         except _SampleRefused as exc:

@@ -40,7 +40,8 @@ def memory_of(status: Mapping[str, Any]) -> Memory:
     remap = typed.key_remap
     requested = remap.to_partitions if remap is not None and phase is Phase.GROWING else None
     return Memory(phase=phase, observed_generation=typed.observed_generation or 0,
-                  reason=ready.reason if ready is not None else "", requested=requested)
+                  reason=ready.reason if ready is not None else "", requested=requested,
+                  topic_missing_since=typed.topic_missing_since)
 
 
 def decimal(fraction: Fraction, places: int = DECIMAL_PLACES) -> str:
@@ -73,6 +74,7 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, n
         "phase": decision.phase,
         "observed_generation": intent.generation,
         "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
+        "topic_missing_since": decision.topic_missing_since,
     }
     if decision.current is not None:
         fields["current_partitions"] = decision.current
