@@ -416,8 +416,12 @@ def test_kube_apiserver_restart(suite: Suite, testbed: Testbed, kpo_operator: Op
         resources.wait_phase(kind, "at-rest", "Succeeded", timeout=60)
     at_rest = {kind: resources.get(kind, "at-rest")["metadata"]["resourceVersion"]
                for kind in (KPR, "TopicPartitionCount", "PreferredLeaderElection")}
+    # Moves large enough to outlast the outage: the ticks must resume after it to finish them, and the status is
+    # sampled for a while after the API is back (with 60 messages the moves ended while it was down, and an operator
+    # that wrote Succeeded as soon as it was back left the sampler only a few reads).
     with scenario(suite, "kube-apiserver SIGKILL, 15 s down, restart", resources, kafka_admin, testbed,
-                  topic_name, originals, targets, expected_phase="Succeeded") as run:
+                  topic_name, originals, targets, expected_phase="Succeeded",
+                  fill_messages=SIGKILL_FILL_MESSAGES) as run:
         resources.create(KPR, "faulted", run.spec())
         wait_for(run.in_flight, 60, "moves in flight")
         mark = len(kpo_operator.log_text())

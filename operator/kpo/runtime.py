@@ -16,8 +16,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from kubernetes import client
 
@@ -30,6 +32,7 @@ from kpo.k8s.outage import ApiOutage
 from kpo.k8s.proposals import ProposalStore
 from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
+from kpo.k8s.status import patch_status
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
 from kpo.plan_backends import PlanningJobs
@@ -184,6 +187,10 @@ class OperatorContext:
             if self._refill_slots is None:
                 self._refill_slots = threading.BoundedSemaphore(self.config.refill.max_watching_ticks)
             return self._refill_slots
+
+    def write_status(self, plural: str, body: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        """Merge-patch a resource's status (see :mod:`kpo.k8s.status`); False if the resource is gone."""
+        return patch_status(self.api, plural, body, status)
 
     def resource_lock(self, uid: str) -> threading.Lock:
         with self._lock:

@@ -11,11 +11,15 @@ reconcile one :class:`Tick`, and (for a kind that owns something in Kafka) how t
    is Invalid, once per generation (:func:`~kpo.resources.outcomes.invalid_outcome`);
 4. the kind reconciles; a request Kafka refused for want of an ACL ends in Failed/NotAuthorized, any other refusal
    is retried on Kopf's backoff, a lost connection drops the cached client;
-5. the status is checked against the CRD schema and etcd's size limit before Kopf patches it
-   (:func:`status_refusal`), and the Events are posted.
+5. the status is checked against the CRD schema and etcd's size limit (:func:`status_refusal`), the tick writes it
+   itself (a merge patch of the status subresource, :mod:`kpo.k8s.status`; not Kopf after the handler), and the
+   Events are posted once it is written.
 
 Every tick runs through the operator's ApiOutage, so while the Kubernetes API is down ticks probe it with backoff
-instead of failing one by one, and a namespace being deleted ends a tick quietly.
+instead of failing one by one, and a namespace being deleted ends a tick quietly. The status write is inside that too:
+left to Kopf, a write that met an outage sat in Kopf's retries for minutes, no tick ran meanwhile, and the outage was
+neither said nor probed (a tick that watches its moves between polls, :mod:`kpo.domain.refill`, spends most of the
+poll interval between its last read and its write, so an outage mostly began there).
 """
 
 from __future__ import annotations
@@ -125,8 +129,7 @@ FALLBACK_MESSAGE_CHARS = 1024
 def status_refusal(body: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
     """Why the API server would refuse ``status`` as a merge patch of ``body``'s status, or None if it would not.
 
-    Kopf applies the patch after the handler returns; a refused patch raises inside Kopf's timer loop, which ends
-    the timer, so the resource would never be reconciled again and nobody would be told. Two refusals are checked
+    A refused write fails the tick again on every poll and nobody would be told why. Two refusals are checked
     beforehand: what the CRD schema refuses (the status models are the schema's source, so validating the merged
     status with them gives the server's answer: a message over 32 KiB, a value out of range) and an object that
     would not fit one etcd write.
@@ -161,8 +164,12 @@ def fallback_status(status: Mapping[str, Any], refusal: str) -> dict[str, Any]:
     return {**kept, "conditions": [*conditions, stalled]}
 
 
-def post_outcome(body: kopf.Body, patch: kopf.Patch, outcome: Outcome[Any] | None) -> None:
-    """Write a tick's status (Kopf patches it through the status subresource) and post its Events; None: nothing.
+#: Writes a resource's status as a merge patch of its status subresource; False: the resource is gone.
+StatusWriter = Callable[[Mapping[str, Any]], bool]
+
+
+def post_outcome(body: kopf.Body, write: StatusWriter, outcome: Outcome[Any] | None) -> None:
+    """Write a tick's status and post its Events (only once the status is written); None: nothing.
 
     A status the API server would refuse is replaced by its small, valid part and a ``StatusRefused`` Stalled
     condition and Warning Event (see :func:`status_refusal`), so the tick always ends in a visible status.
@@ -177,7 +184,8 @@ def post_outcome(body: kopf.Body, patch: kopf.Patch, outcome: Outcome[Any] | Non
         log.warning("%s/%s: %s", meta.get("namespace"), meta.get("name"), refusal)
         status = fallback_status(status, refusal)
         events.append(Event("Warning", STATUS_REFUSED, f"kpo could not write its full status: {refusal}"))
-    patch.status.update(status)
+    if not write(status):
+        return  # the resource is gone: nothing to say
     for event in events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
 
@@ -260,7 +268,7 @@ def _index(kind: Kind[Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
     return found if found is not None else {}
 
 
-def tick(kind: Kind[Spec], *, body: kopf.Body, patch: kopf.Patch, uid: str, memo: Any, logger: Logger,
+def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logger,
          **kwargs: Any) -> None:
     """One timer tick of ``kind`` (see the module docstring for the order of its steps)."""
     meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
@@ -270,13 +278,22 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, patch: kopf.Patch, uid: str, memo
     generation = int(meta.get("generation") or 1)
     now = utcnow()
 
+    # What the tick wrote, as the metrics read it (Kopf's own patch stays empty: the tick writes the status itself).
+    written: dict[str, Any] = {}
+
+    def write(new: Mapping[str, Any]) -> bool:
+        if not context.write_status(kind.plural, body, new):
+            return False
+        written["status"] = {**(written.get("status") or {}), **new}
+        return True
+
     def run() -> None:
-        with context.resource_lock(uid), metrics.reconcile(kind.name, uid, status=status, patch=patch,
+        with context.resource_lock(uid), metrics.reconcile(kind.name, uid, status=status, patch=written,
                                                            cluster=context.cluster_name(spec.get("clusterRef"))
                                                            ) as tick_metrics:
             inputs = parse_and_connect(
                 spec, kind.parse, context.kafka,
-                lambda problems: post_outcome(body, patch, invalid_outcome(status, generation, problems, now)),
+                lambda problems: post_outcome(body, write, invalid_outcome(status, generation, problems, now)),
                 refuse_unknown_cluster=status.get("observedGeneration") != generation)
             if inputs is None:
                 return
@@ -295,7 +312,7 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, patch: kopf.Patch, uid: str, memo
             tick_metrics.settle(outcome.originals if outcome else {}, events=outcome.events if outcome else ())
             if outcome is not None and outcome.lost_kafka:
                 context.forget_kafka(parsed.cluster_ref)
-            post_outcome(body, patch, outcome)
+            post_outcome(body, write, outcome)
 
     try:
         context.api_outage.run(run)
