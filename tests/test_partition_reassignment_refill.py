@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from kafka_fake import FakeCluster
 from kpo.domain.model import Replicas, TopicPartition
@@ -62,18 +65,25 @@ class Clock:
             self.cluster.finish_moves()
 
 
-def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = True, poll_interval: float = 60.0
-          ) -> tuple[refill.OnePass, refill.Probes, refill.Watching, list[int]]:
+def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = True, poll_interval: float = 60.0,
+          records_down_at_pass: int | None = None) -> tuple[refill.OnePass, refill.Probes, refill.Watching, list[int]]:
     intent = Intent(generation=1, targets={tp: Target((2, 3)) for tp in PARTITIONS})
     scheduler = ClusterScheduler(SchedulerConfig(defaults=Limits(max_moves=1)))
     refilled: list[int] = []
+    passes = [0]
+
+    def save_originals(_found: Mapping[TopicPartition, Replicas]) -> str:
+        passes[0] += 1  # once a pass here: each starts one move
+        if passes[0] == records_down_at_pass:
+            raise ApiOutageError("the Kubernetes API did not answer")
+        return "move-rollback"
 
     def one_pass(body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]
                  ) -> tuple[Outcome[Any] | None, reconciler.PassReport | None]:
         reports: list[reconciler.PassReport] = []
         ports = reconciler.Ports(
             kafka=cluster,  # type: ignore[arg-type]
-            save_originals=lambda _found: "move-rollback", load_throttle=ThrottleJournal,
+            save_originals=save_originals, load_throttle=ThrottleJournal,
             save_throttle=lambda _journal: None, claimed_by_others=dict, others_throttles=list,
             schedule=lambda candidates, view: scheduler.admit(OWNER, Execution(), candidates, view.ongoing, {}),
             report=reports.append)
@@ -82,10 +92,15 @@ def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = T
                                   ports=ports, now=NOW)
         return outcome, reports[-1] if reports else None
 
-    probes = refill.Probes(moving=cluster.look, unchanged=lambda: unchanged, refilled=refilled.append)
+    probes = refill.Probes(moving=cluster.look, unchanged=lambda: unchanged, refilled=refilled.append,
+                           fatal=lambda exc: isinstance(exc, ApiOutageError))
     watching = refill.Watching(policy=RefillPolicy(poll_interval=poll_interval),
                                slots=threading.BoundedSemaphore(slots), clock=lambda: clock.now, sleep=clock.sleep)
     return one_pass, probes, watching, refilled
+
+
+class ApiOutageError(Exception):
+    """Stands for what kpo.k8s.outage.is_outage recognises (the handlers pass it as Probes.fatal)."""
 
 
 BODY: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "move", "generation": 1}, "status": {}}
@@ -142,3 +157,23 @@ def test_no_watching_slot_left_means_one_pass_as_before() -> None:
     assert watching.slots.acquire(blocking=False)  # another tick is watching
     outcome = refill.run(BODY, {}, one_pass, probes=probes, watching=watching)
     assert outcome is not None and refilled == [] and cluster.looks == 0 and len(cluster.moving) == 1
+
+
+def test_a_pass_that_meets_an_api_outage_ends_the_tick_with_it() -> None:
+    """The Kubernetes API gone during a pass between polls: raised, so the tick's ApiOutage says it once and probes
+    (a status write would fail anyway), not swallowed as a failed watch while the outage goes unnoticed."""
+    cluster = Cluster()
+    one_pass, probes, watching, refilled = setup(cluster, Clock(cluster), records_down_at_pass=3)
+    with pytest.raises(ApiOutageError):
+        refill.run(BODY, {}, one_pass, probes=probes, watching=watching)
+    assert refilled == [1]
+    assert watching.slots.acquire(blocking=False), "the watching slot is given back"
+
+
+def test_another_failure_of_a_pass_keeps_what_the_earlier_passes_did() -> None:
+    cluster = Cluster()
+    one_pass, probes, watching, refilled = setup(cluster, Clock(cluster), records_down_at_pass=3)
+    probes = replace(probes, fatal=lambda _exc: False)
+    outcome = refill.run(BODY, {}, one_pass, probes=probes, watching=watching)
+    assert outcome is not None and refilled == [1]
+    assert outcome.status["phase"] == "Executing"

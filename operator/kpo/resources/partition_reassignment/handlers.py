@@ -29,6 +29,7 @@ from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.reassignment import Target
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Owner
+from kpo.k8s.outage import is_outage
 from kpo.k8s.rollback import rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
@@ -164,7 +165,8 @@ def _probes(tick: Tick) -> refill.Probes:
     cluster = tick.context.cluster_name(tick.spec.cluster_ref)
     return refill.Probes(moving=lambda partitions: set(tick.kafka.list_reassignments(partitions)),
                          unchanged=unchanged,
-                         refilled=lambda started: metrics.refilled(KIND_NAME, cluster, started))
+                         refilled=lambda started: metrics.refilled(KIND_NAME, cluster, started),
+                         fatal=is_outage)
 
 
 def partitionreassignment_refused(tick: Tick, outcome: Outcome[Any]) -> Outcome[Any]:

@@ -12,7 +12,8 @@ What ends the loop, besides the decision: the resource changed (a new generation
 see first) or is being deleted (its finalizer waits for this tick's lock); a look or a pass that fails (Kafka gone,
 a request refused, a ConfigMap write refused) — what earlier passes did is written, and the next tick meets the
 failure with the usual handling; and more watching ticks at once than the operator allows (each holds a worker
-thread).
+thread). A failure the tick itself must meet (:attr:`Probes.fatal`: the Kubernetes API down, which the tick's
+ApiOutage says once and probes with backoff) is raised instead: nothing can be written then anyway.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Probes:
     unchanged: Callable[[], bool]
     #: Called after each pass between polls with the moves it started (the metrics).
     refilled: Callable[[int], None] = lambda _started: None
+    #: Failures of a pass that end the tick as they are (raised), not just the watch: a Kubernetes API outage.
+    fatal: Callable[[BaseException], bool] = lambda _exc: False
 
 
 def run(body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas], one_pass: OnePass, *,
@@ -105,6 +108,8 @@ def _watch(body: Mapping[str, Any], first: Outcome[Any], report: PassReport, one
         try:
             outcome, next_report = one_pass(body, last.originals)
         except Exception as exc:  # whatever failed, the next tick meets it with the tick's own handling
+            if probes.fatal(exc):
+                raise
             log.warning("%s: a pass between polls failed, the next tick retries: %s", key, exc)
             break
         pass_ended = clock()
