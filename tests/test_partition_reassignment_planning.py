@@ -60,6 +60,15 @@ def test_pending_to_invalid_for_unknown_topics_and_offline_brokers_to_add() -> N
     assert {p.reason for p in d.problems} >= {"UnknownTopic", "UnknownBroker", "NothingSelected"}
 
 
+def test_pending_to_invalid_for_a_broker_to_demote_that_is_neither_live_nor_a_replica() -> None:
+    demote = PlanRequest(goal=Goal.DEMOTE_BROKERS, brokers=(3, 7), topics=("orders",))
+    d = decide_planning(Phase.PENDING, intent(request=demote), Job(JobStatus.NONE), None, view(brokers=(1, 2)))
+    assert d.phase is Phase.INVALID and d.reason == "UnknownBroker"
+    assert "[7]" in d.message and "[3, 7]" not in d.message, "broker 3 is down but still holds replicas of orders"
+    fine = PlanRequest(goal=Goal.DEMOTE_BROKERS, brokers=(3,), topics=("orders",))
+    assert decide_planning(Phase.PENDING, intent(request=fine), Job(JobStatus.NONE), None, view()).start_job
+
+
 def test_pending_to_stopped() -> None:
     assert decide_planning(Phase.PENDING, intent(stop=True), Job(JobStatus.NONE), None, view()).phase \
         is Phase.STOPPED

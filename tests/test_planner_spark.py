@@ -270,3 +270,15 @@ def test_partitions_may_come_as_parquet(spark: SparkSession, tmp_path: Path) -> 
     spark.read.json(str(DATA / "remove-broker" / "partitions")).write.parquet(str(folder / "partitions"))
     _, plan = _plan(spark, folder, tmp_path / "out")
     assert plan == json.loads((DATA / "remove-broker" / "expected_plan.json").read_text())
+
+
+def test_golden_demotion_moves_leadership_and_no_data(spark: SparkSession, tmp_path: Path) -> None:
+    """Broker 2 goes to the end of every selected replica list; orders-3's next replica (1) is out of sync, so the
+    in-sync 3 leads instead; events-0 has nobody else; logs is not selected; no replica changes broker."""
+    metrics, plan = _plan(spark, DATA / "demote-broker", tmp_path)
+    assert metrics.ok, metrics.message
+    assert plan == json.loads((DATA / "demote-broker" / "expected_plan.json").read_text())
+    assert metrics.bytes_to_move == metrics.replicas_to_move == metrics.lower_bound_bytes == 0
+    assert metrics.leader_changes == 3
+    leads = {b.broker: b.leaders for b in metrics.brokers_after}
+    assert leads[2] == 2, "events-0 (its sole replica) and logs-0 (not selected)"

@@ -94,9 +94,10 @@ class PlanGoal(StrEnum):
     REMOVE_BROKERS = "RemoveBrokers"
     ADD_BROKERS = "AddBrokers"
     REPLICATION_FACTOR = "ReplicationFactor"
+    DEMOTE_BROKERS = "DemoteBrokers"
 
 
-BROKER_GOALS = (PlanGoal.REMOVE_BROKERS, PlanGoal.ADD_BROKERS)
+BROKER_GOALS = (PlanGoal.REMOVE_BROKERS, PlanGoal.ADD_BROKERS, PlanGoal.DEMOTE_BROKERS)
 
 
 class Plan(ApiModel):
@@ -107,7 +108,9 @@ class Plan(ApiModel):
         description="What the plan achieves. Rebalance: even out replicas, leaders and bytes across the live brokers "
         "within tolerance. RemoveBrokers: move every replica off brokers (to decommission them). AddBrokers: move a "
         "fair share of replicas onto brokers (new, empty ones). ReplicationFactor: give every selected partition "
-        "replicationFactor replicas.",
+        "replicationFactor replicas. DemoteBrokers: move brokers to the end of every replica list they are in (no "
+        "data moves) and elect the preferred leaders after, so they lead nothing: before maintenance; reverted by "
+        "stop: Revert.",
     )
     topics: TopicSet | None = Field(
         default=None,
@@ -128,8 +131,8 @@ class Plan(ApiModel):
     brokers: BrokerSet | None = Field(
         default=None,
         min_length=1,
-        description="Broker ids to drain (RemoveBrokers) or to fill (AddBrokers). Required by those goals, "
-        "forbidden by the others.",
+        description="Broker ids to drain (RemoveBrokers), to fill (AddBrokers) or to demote (DemoteBrokers). "
+        "Required by those goals, forbidden by the others.",
     )
     replication_factor: StrictInt | None = Field(
         default=None,
@@ -166,14 +169,14 @@ class Plan(ApiModel):
         ),
         Rule(
             cel=f"!({cel_in('self.goal', BROKER_GOALS)}) || has(self.brokers)",
-            message="goals RemoveBrokers and AddBrokers need the broker ids in brokers",
+            message="goals RemoveBrokers, AddBrokers and DemoteBrokers need the broker ids in brokers",
             holds=lambda p: p.goal not in BROKER_GOALS or p.brokers is not None,
             field_path=".brokers",
             reason=RuleReason.REQUIRED,
         ),
         Rule(
             cel=f"{cel_in('self.goal', BROKER_GOALS)} || !has(self.brokers)",
-            message="brokers is only used by goals RemoveBrokers and AddBrokers",
+            message="brokers is only used by goals RemoveBrokers, AddBrokers and DemoteBrokers",
             holds=lambda p: p.goal in BROKER_GOALS or p.brokers is None,
             field_path=".brokers",
             reason=RuleReason.FORBIDDEN,

@@ -54,6 +54,7 @@ class Goal(StrEnum):
     REMOVE_BROKERS = "RemoveBrokers"
     ADD_BROKERS = "AddBrokers"
     REPLICATION_FACTOR = "ReplicationFactor"
+    DEMOTE_BROKERS = "DemoteBrokers"
 
 
 class _Document(BaseModel):
@@ -82,6 +83,7 @@ class PlanRequest(_Document):
     - ``RemoveBrokers``: ``brokers`` are drained; nothing of the selected topics is left on them.
     - ``AddBrokers``: ``brokers`` are new, registered brokers; the cluster is rebalanced onto all brokers.
     - ``ReplicationFactor``: the selected topics get ``replicationFactor`` replicas per partition.
+    - ``DemoteBrokers``: ``brokers`` go to the end of every replica list of the selected topics; no replica moves.
 
     Topics: ``topics`` and ``topicPattern`` (a Java regular expression matched against the whole name) select; none of
     them means every topic in the snapshot; ``excludeTopics`` removes names from the selection.
@@ -101,7 +103,7 @@ class PlanRequest(_Document):
 
     @model_validator(mode="after")
     def _goal_needs(self) -> Self:
-        if self.goal in (Goal.REMOVE_BROKERS, Goal.ADD_BROKERS) and not self.brokers:
+        if self.goal in (Goal.REMOVE_BROKERS, Goal.ADD_BROKERS, Goal.DEMOTE_BROKERS) and not self.brokers:
             raise ValueError(f"goal {self.goal.value} needs the brokers it concerns in 'brokers'")
         if self.goal is Goal.REPLICATION_FACTOR and self.replication_factor is None:
             raise ValueError("goal ReplicationFactor needs 'replicationFactor'")

@@ -8,7 +8,8 @@ plain Python so that the rules are unit-tested without Spark:
 - *removed* brokers (``RemoveBrokers``) must end with nothing of the selected topics.
 - *balancing*: whether replicas that need not move may move to even out the brokers. Every goal balances but a
   ``ReplicationFactor`` change, which only places the new replicas unless ``rebalanceExisting`` asks for more: growing
-  a topic's replicas should copy the new replicas' bytes, not reshuffle the old ones.
+  a topic's replicas should copy the new replicas' bytes, not reshuffle the old ones; nor a ``DemoteBrokers``, which
+  only reorders replica lists (:mod:`kpo.planner.demote`).
 - *placement domains*: the unit a partition may hold at most one replica of. With rack awareness in force a domain is
   a rack, otherwise a single broker. Rack awareness is in force when it is requested, every eligible broker has a rack
   and there are at least two racks; a partition is then bound to distinct racks when it has no more replicas than
@@ -93,6 +94,7 @@ class Cluster:
             domain_of = {b: index[r] if r is not None else -1 - b for b, r in racks.items()}
         else:
             domain_of = {b: b for b in racks}
-        balancing = request.goal is not Goal.REPLICATION_FACTOR or request.rebalance_existing
+        balancing = ((request.goal is not Goal.REPLICATION_FACTOR or request.rebalance_existing)
+                     and request.goal is not Goal.DEMOTE_BROKERS)
         return cls(racks=racks, alive=alive, eligible=eligible, removed=removed, rack_mode=rack_mode,
                    domain_of=domain_of, balancing=balancing)

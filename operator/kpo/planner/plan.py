@@ -39,6 +39,7 @@ from kpo.domain.plan_contract import (
 )
 from kpo.planner import leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
+from kpo.planner.demote import demote
 from kpo.planner.flow import handovers
 from kpo.planner.prepare import offline_partitions, to_state
 from kpo.planner.rounds import (
@@ -227,6 +228,8 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
                     ", ".join(lost_examples))
     share = _load_share(partitions) if request.goal is Goal.REPLICATION_FACTOR else None
     state = checkpoint(to_state(partitions, request, cluster, share))
+    if request.goal is Goal.DEMOTE_BROKERS:
+        return _demotion(state, cluster, request, started, clock)
     min_rf, max_rf = selected_factors(state)
     if max_rf > len(cluster.eligible):
         raise PlanError(f"a selected partition needs {max_rf} replicas but only {len(cluster.eligible)} "
@@ -252,6 +255,16 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
                      planning_seconds=clock() - started)
     result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples})
     return PlanResult(state=run.state, cluster=cluster, metrics=result)
+
+
+def _demotion(state: DataFrame, cluster: Cluster, request: PlanRequest, started: float,
+              clock: Callable[[], float]) -> PlanResult:
+    """DemoteBrokers: one reordering, no rounds; no replica changes broker, so the per-broker sums are the same."""
+    initial = moves.broker_stats(state, cluster)
+    demoted = checkpoint(demote(state, request.brokers))
+    result = measure(demoted, cluster, request, initial=initial, closed=False, rounds=0,
+                     planning_seconds=clock() - started)
+    return PlanResult(state=demoted, cluster=cluster, metrics=result)
 
 
 def selected_factors(state: DataFrame) -> tuple[int, int]:

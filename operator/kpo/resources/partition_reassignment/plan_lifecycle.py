@@ -161,6 +161,13 @@ def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal:
         if offline:
             problems.append(Problem("spec.plan.brokers", "UnknownBroker",
                                     f"broker(s) {offline} to add are not live brokers (live: {live})"))
+    if request.goal is Goal.DEMOTE_BROKERS:
+        listed = {b for tp, s in view.partitions.items() if tp.topic in selected for b in s.replicas}
+        unknown = [b for b in request.brokers if b not in view.brokers and b not in listed]
+        if unknown:
+            problems.append(Problem("spec.plan.brokers", "UnknownBroker",
+                                    f"broker(s) {unknown} to demote are neither live (live: {live}) nor in a replica "
+                                    "list of the selected topics"))
     remaining = [b for b in live if not (request.goal is Goal.REMOVE_BROKERS and b in request.brokers)]
     needed = request.replication_factor or max(
         (len(s.replicas) for tp, s in view.partitions.items() if tp.topic in selected), default=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kpo.api import PartitionReassignmentSpec
+from kpo.api import PartitionReassignmentSpec, PlanGoal
 from kpo.domain.model import TopicPartition
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.reassignment import Target
@@ -34,9 +34,15 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
     return Intent(generation=generation, targets=targets_of(spec), stop=spec.stop,
                   revert_on_stop=spec.on_stop.value == "Revert",
                   incremental=spec.execution.strategy.value == "Incremental",
-                  throttle=spec.execution.throttle, elect_leaders_after=spec.execution.elect_leaders_after,
+                  throttle=spec.execution.throttle,
+                  # A demotion is done when the demoted brokers lead nothing: the election is part of it.
+                  elect_leaders_after=spec.execution.elect_leaders_after or _demotes(spec),
                   allow_internal_topics=spec.allow_internal_topics,
                   allow_replication_factor_decrease=spec.allow_replication_factor_decrease)
+
+
+def _demotes(spec: PartitionReassignmentSpec) -> bool:
+    return spec.plan is not None and spec.plan.goal is PlanGoal.DEMOTE_BROKERS
 
 
 def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:

@@ -1,0 +1,44 @@
+"""DemoteBrokers: a plan that moves leadership, never data.
+
+Kafka's preferred leader is the first replica of a partition's list, and a preferred leader election hands
+leadership to it. Demoting a broker puts it at the end of every replica list it is in, so that the election that
+follows (the goal implies ``electLeadersAfter``) leaves it leading nothing: what Cruise Control's ``demote_broker``
+does, and what a platform team wants before a broker's maintenance or while it misbehaves. The replica sets do not
+change, so Kafka completes each reassignment at once and copies nothing; reverting the resource (``stop: Revert``)
+restores the original order.
+
+The rest of each list keeps its order, with one exception: when the demoted broker was the preferred leader and the
+replica that now comes first is out of sync, the first in-sync replica that is not demoted is brought forward, so
+the election can succeed at once. A partition whose replicas are all demoted keeps its order: nobody else can lead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from kpo.planner.exprs import members
+from kpo.planner.schemas import STATE_COLUMNS
+
+
+def demoted_order(brokers: Iterable[int]) -> Column:
+    """The ``replicas`` of a row with ``brokers`` moved to the end (see the module text)."""
+    demoted = members(brokers)
+    replicas = F.col("replicas")
+    stable = F.concat(F.filter(replicas, lambda b: ~demoted.has(b)), F.filter(replicas, demoted.has))
+    in_sync_successor = F.element_at(
+        F.filter(stable, lambda b: ~demoted.has(b) & F.array_contains("isr", b)), 1)
+    promote = (demoted.has(F.element_at(replicas, 1))
+               & ~F.array_contains("isr", F.element_at(stable, 1))
+               & in_sync_successor.isNotNull())
+    promoted = F.concat(F.array(in_sync_successor), F.filter(stable, lambda b: b != in_sync_successor))
+    return F.when(promote, promoted).otherwise(stable)
+
+
+def demote(state: DataFrame, brokers: Iterable[int]) -> DataFrame:
+    """``state`` with ``brokers`` at the end of the replica lists of the selected partitions."""
+    order = demoted_order(tuple(brokers))
+    return state.withColumn("replicas", F.when(F.col("selected"), order).otherwise(F.col("replicas"))) \
+        .select(*STATE_COLUMNS)

@@ -1,0 +1,33 @@
+"""What a PartitionReassignment spec means to its life cycles (spec.py): the intent, the plan request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kpo.api import PartitionReassignmentSpec
+from kpo.domain.plan_contract import Goal
+from kpo.resources.partition_reassignment.spec import intent_of, plan_request
+
+
+def spec(plan: dict[str, Any], **more: Any) -> PartitionReassignmentSpec:
+    return PartitionReassignmentSpec.model_validate({"plan": plan, **more})
+
+
+def test_a_demotion_elects_the_preferred_leaders_after_its_moves_without_being_asked() -> None:
+    demote = spec({"goal": "DemoteBrokers", "brokers": [2], "topics": ["orders"]})
+    assert intent_of(demote, 1).elect_leaders_after
+    request = plan_request(demote)
+    assert (request.goal, request.brokers, request.topics) == (Goal.DEMOTE_BROKERS, (2,), ("orders",))
+
+
+@pytest.mark.parametrize("elect", [False, True])
+def test_other_goals_elect_only_when_asked(elect: bool) -> None:
+    drain = spec({"goal": "RemoveBrokers", "brokers": [2]}, execution={"electLeadersAfter": elect})
+    assert intent_of(drain, 1).elect_leaders_after is elect
+
+
+def test_a_demotion_needs_its_brokers() -> None:
+    with pytest.raises(ValueError, match="need the broker ids in brokers"):
+        spec({"goal": "DemoteBrokers"})
