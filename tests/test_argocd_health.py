@@ -54,6 +54,7 @@ def reassignment_status(decision: Decision, generation: int = 1) -> dict[str, An
     (Phase.PLANNING, "Progressing"),
     (Phase.PROPOSED, "Suspended"),
     (Phase.EXECUTING, "Progressing"),
+    (Phase.PAUSED, "Suspended"),
     (Phase.STOPPING, "Progressing"),
     (Phase.STOPPED, "Suspended"),
     (Phase.REVERTING, "Progressing"),

@@ -12,6 +12,7 @@ from kpo.api import PartitionReassignmentStatus, PreferredLeaderElectionStatus, 
 from kpo.domain.keyremap import remap_report
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, PartitionState, TopicPartition
 from kpo.domain.reassignment import Target
+from kpo.domain.stall import Watch
 from kpo.resources.partition_reassignment import lifecycle as pr
 from kpo.resources.partition_reassignment import status as pr_status
 from kpo.resources.preferred_leader_election import lifecycle as ple
@@ -51,8 +52,9 @@ def test_a_reassignment_remembers_its_moves_and_refusals_through_its_status() ->
     assert read_back(PartitionReassignmentStatus, written) == written
     originals = {tp: (1, 2, 3) for tp in (P0, P1, P2)}
     memory = pr_status.memory_of(written, originals)
+    # A move seen for the first time starts its stall clock at this tick (kpo.domain.stall).
     assert memory == pr.Memory(phase=pr.Phase.EXECUTING, observed_generation=4, owned=owned, failures=failures,
-                               originals=originals)
+                               originals=originals, watches={tp: Watch(0, NOW) for tp in owned})
     assert written["progress"]["startedAt"] == "2026-03-01T09:30:00Z" and written["progress"]["total"] == 3
 
 

@@ -4,8 +4,9 @@
 -- Stalled when it cannot go on without the user. This script maps them onto Argo CD's health states:
 --   Healthy      Ready=True for the current generation
 --   Degraded     Stalled=True (Invalid, Failed, or waiting on a conflict)
---   Suspended    a stopped reassignment (phase Stopped or Reverted) or a plan waiting for approval (Proposed):
---                it rests where the user put it, neither broken nor busy
+--   Suspended    a stopped reassignment (phase Stopped or Reverted), a paused one (Paused: execution.paused, the
+--                moves in flight run out but no new one starts) or a plan waiting for approval (Proposed): it rests
+--                where the user put it, neither broken nor busy
 --   Progressing  everything else: not reconciled yet, an older generation, or work in progress
 --
 -- Install it in argocd-cm under resource.customizations.health.kpo.dev_<Kind> for each kind (see the README).
@@ -75,7 +76,7 @@ if current(progressing) and progressing.status == "True" then
   hs.message = message(progressing, phase)
   return hs
 end
-if phase == "Stopped" or phase == "Reverted" or phase == "Proposed" then
+if phase == "Stopped" or phase == "Reverted" or phase == "Proposed" or phase == "Paused" then
   hs.status = "Suspended"
   hs.message = phase .. ": " .. message(ready, "waiting for the user")
   return hs

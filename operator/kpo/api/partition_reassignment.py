@@ -248,6 +248,18 @@ class MoveOrder(StrEnum):
     LARGEST_FIRST = "LargestFirst"
 
 
+class StallAction(StrEnum):
+    REPORT = "Report"
+    CANCEL = "Cancel"
+
+
+#: Bounds of execution.stallAfterSeconds: shorter than a poll or two would flag every move between two size reads;
+#: longer than a day is no detection at all.
+MIN_STALL_AFTER_SECONDS = 10
+MAX_STALL_AFTER_SECONDS = 86400
+DEFAULT_STALL_AFTER_SECONDS = 600
+
+
 class Execution(ApiModel):
     """How the moves are carried out: pacing, order, throttling and what happens after."""
 
@@ -292,6 +304,26 @@ class Execution(ApiModel):
         default=False,
         description="When every move has finished, run a preferred leader election for the moved partitions so "
         "leadership follows the new replica order.",
+    )
+    paused: StrictBool = Field(
+        default=False,
+        description="true: start no new moves (phase Paused); moves in flight run to the end and the throttles stay. "
+        "Setting it back to false resumes where it stopped. Changing only this field never cancels or re-targets "
+        "a move.",
+    )
+    stall_after_seconds: StrictInt = Field(
+        default=DEFAULT_STALL_AFTER_SECONDS,
+        ge=MIN_STALL_AFTER_SECONDS,
+        le=MAX_STALL_AFTER_SECONDS,
+        description="A move in flight whose new replicas grow by no byte for this long (its destination broker is "
+        "down, for example) is stalled: listed in status.stalledMoves, condition Stalled=True with reason "
+        "MoveStalled, one Event; what follows is onStall.",
+    )
+    on_stall: StallAction = Field(
+        default=StallAction.REPORT,
+        description="What kpo does with a stalled move. Report: flag it and let it run (it may resume when the broker "
+        "is back). Cancel: cancel it (KIP-455, the partition returns to its replicas before the move) and count the "
+        "partition as failed (reason MoveStalled); a spec change retries it.",
     )
 
     rules = (
@@ -428,6 +460,7 @@ class ReassignmentPhase(StrEnum):
     PLANNING = "Planning"
     PROPOSED = "Proposed"
     EXECUTING = "Executing"
+    PAUSED = "Paused"
     STOPPING = "Stopping"
     STOPPED = "Stopped"
     REVERTING = "Reverting"
@@ -546,6 +579,24 @@ class InFlightMove(StatusModel):
     topic: str = Field(description="Topic name.")
     partition: int = Field(ge=0, description="Partition index.")
     replicas: list[int] = Field(description="The target replicas kpo submitted (AlterPartitionReassignments).")
+    copied_bytes: int | None = Field(
+        default=None, ge=0, description="Bytes the move's new replicas held at the last look (DescribeLogDirs)."
+    )
+    progress_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the new replicas last grew (or the move was first seen): the clock of stall detection.",
+    )
+
+
+class StalledMove(StatusModel):
+    """A move in flight that made no byte progress for execution.stallAfterSeconds."""
+
+    topic: str = Field(description="Topic name.")
+    partition: int = Field(ge=0, description="Partition index.")
+    brokers: list[int] = Field(default_factory=list, description="The destination brokers the move copies to.")
+    down: list[int] = Field(default_factory=list, description="Those of them that are not live brokers now.")
+    copied_bytes: int = Field(default=0, ge=0, description="Bytes the new replicas hold.")
+    since: AwareDatetime | None = Field(default=None, description="When they last grew.")
 
 
 class ThrottledTopic(StatusModel):
@@ -581,8 +632,8 @@ class PartitionReassignmentStatus(StatusBase):
 
     phase: ReassignmentPhase | None = Field(
         default=None,
-        description="Pending, Planning, Proposed, Executing, Stopping, Stopped, Reverting, Reverted, Succeeded, "
-        "Failed or Invalid.",
+        description="Pending, Planning, Proposed, Executing, Paused, Stopping, Stopped, Reverting, Reverted, "
+        "Succeeded, Failed or Invalid.",
     )
     summary: PlanSummary | None = Field(default=None, description="What the target changes.")
     progress: Progress | None = Field(default=None, description="How far the execution is.")
@@ -608,4 +659,8 @@ class PartitionReassignmentStatus(StatusBase):
     skipped: list[SkippedPartition] = Field(default_factory=list, description="Partitions a revert did not touch.")
     leader_election: LeaderElectionResult | None = Field(
         default=None, description="Result of electLeadersAfter."
+    )
+    stalled_moves: list[StalledMove] = Field(
+        default_factory=list,
+        description="Moves in flight with no byte progress for execution.stallAfterSeconds (the first 100).",
     )

@@ -23,6 +23,10 @@ it was.
      │                                  ├─► Reverting (stop, onStop Revert, nothing in flight)
      ▼                                  │
     Invalid ◄───── spec changed to an invalid one
+                                        │ paused         ┌────────┐  paused cleared: Executing's rules again
+     Pending ── paused ────────────────►└───────────────►│ Paused ├──► Executing | Succeeded | Failed | Invalid
+                                                          └───┬────┘
+                                                              └── stop ──► Stopping | Stopped | Reverting
 
 Phases, and what each transitions to:
 
@@ -32,15 +36,23 @@ Phases, and what each transitions to:
   is claimed by an older live PartitionReassignment, or is moving because someone else started it: kpo waits and
   says who holds it), *Stopped* (``spec.stop`` before anything started), *Succeeded* (every partition already has
   its target: nothing to send), or *Executing* (original replicas saved to the rollback ConfigMap first, then the
-  first moves submitted).
+  first moves submitted), or *Paused* (``spec.execution.paused``: validated, nothing started).
 - **Executing** — each tick cancels moves of partitions dropped from the spec (KIP-455), re-targets moves whose
   target changed, and submits the pending moves the scheduler admits. Transitions to *Succeeded* (every partition at
   its target, nothing in flight), *Failed* (Kafka refused some move, and nothing else is left to run), *Stopping*
   (``spec.stop``), *Reverting* (``spec.stop`` with ``onStop: Revert`` when nothing of its own is in flight any
   more: there is nothing to cancel, so the way back starts at once), *Invalid* (the spec was changed to one that
-  cannot be carried out; moves already running are left to finish, nothing new is sent). A move copying to a
-  broker that is down stays in flight (a move not started towards one is held back): the phase stays, with reason
-  *BrokerUnavailable* naming the brokers and the moves.
+  cannot be carried out; moves already running are left to finish, nothing new is sent), *Paused*
+  (``spec.execution.paused``: checked after stop, which wins). A move copying to a broker that is down stays in
+  flight (a move not started towards one is held back): the phase stays, with reason *BrokerUnavailable* naming the
+  brokers and the moves.
+- **Paused** — ``spec.execution.paused``: nothing is sent to Kafka (no new move, no re-target, no cancellation of a
+  dropped partition); moves in flight run to their end and are followed, the throttle stays. Pending goes here
+  instead of Executing when the spec is paused before anything started. Transitions to *Paused* (still paused: the
+  message counts the moves in flight and those waiting), and, by Executing's rules once ``paused`` is cleared or
+  ``stop`` is set, to *Executing* (the waiting moves start), *Succeeded* (all finished meanwhile), *Failed* (only
+  refused moves left), *Invalid* (the changed spec cannot be carried out), *Stopping*, *Stopped* or *Reverting*
+  (stop). A spec change of ``paused`` alone keeps the targets, so it neither re-targets nor cancels a move.
 - **Stopping** — cancels every move this CR started that is still in flight. Transitions to *Stopped* (``onStop:
   Keep``: completed partitions stay where they are) or *Reverting* (``onStop: Revert``) once nothing is in flight.
 - **Reverting** — moves every partition back to the replicas it had before the CR started (KIP-236), from the
@@ -48,6 +60,12 @@ Phases, and what each transitions to:
   broker that is down, are skipped and reported (a partition already back on its original replicas is reverted,
   whatever their brokers' state). Transitions to *Reverted* (reason *PartiallyReverted* with the count when some
   were skipped), or *Failed* if Kafka refuses.
+- **Stall detection** (Executing, Paused, Reverting; no phase of its own) — every move of this CR in flight keeps a
+  clock (:mod:`kpo.domain.stall`): the bytes its new replicas held at the last look and since when they have not
+  grown. A move whose clock passes ``stall_after`` is stalled: flagged (condition Stalled=True, reason *MoveStalled*;
+  Ready and Progressing keep the phase's reason), with one Warning Event when it stalls and a Normal *StallCleared*
+  when it copies again or ends; with ``cancel_on_stall`` it is cancelled instead and recorded as failed (code
+  *MoveStalled*), so the phase goes on and ends *Failed* with reason *MoveStalled* once nothing else runs.
 - **Succeeded**, **Failed**, **Invalid**, **Stopped**, **Reverted** — terminal for this generation of the spec; a
   spec change sends the CR back to *Pending* (a *Stopped* CR whose ``stop`` is cleared resumes that way). While
   throttles it set are still on the cluster (a broker that is down cannot take its rates back), the phase stays but
@@ -58,6 +76,7 @@ Phases, and what each transitions to:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -78,22 +97,30 @@ from kpo.domain.reassignment import (
     misplaced_dirs,
     validate,
 )
+from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, follow, stalled
 
 # The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
 Phase = ReassignmentPhase
 
 THROTTLE_CLEANUP_PENDING = "ThrottleCleanupPending"
 BROKER_UNAVAILABLE = "BrokerUnavailable"
+PAUSED = "Paused"
+MOVE_STALLED = STALLED_CODE
+STALL_CLEARED = "StallCleared"
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID, Phase.STOPPED, Phase.REVERTED})
 # Phases in which a CR claims its partitions: another CR wanting one of them must wait.
-CLAIMING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED, Phase.EXECUTING, Phase.STOPPING,
-                      Phase.REVERTING})
+CLAIMING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED, Phase.EXECUTING, Phase.PAUSED,
+                      Phase.STOPPING, Phase.REVERTING})
+# Phases whose moves in flight are watched for stalls (Stopping cancels them anyway; a terminal phase follows them).
+WATCHING = frozenset({Phase.EXECUTING, Phase.PAUSED, Phase.REVERTING})
 
 TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.PENDING: frozenset({Phase.PENDING, Phase.INVALID, Phase.STOPPED, Phase.STOPPING, Phase.SUCCEEDED,
-                              Phase.EXECUTING}),
+                              Phase.EXECUTING, Phase.PAUSED}),
     Phase.EXECUTING: frozenset({Phase.EXECUTING, Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPING, Phase.REVERTING,
-                                Phase.INVALID}),
+                                Phase.INVALID, Phase.PAUSED}),
+    Phase.PAUSED: frozenset({Phase.PAUSED, Phase.EXECUTING, Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPING,
+                             Phase.STOPPED, Phase.REVERTING, Phase.INVALID}),
     Phase.STOPPING: frozenset({Phase.STOPPING, Phase.STOPPED, Phase.REVERTING}),
     Phase.REVERTING: frozenset({Phase.REVERTING, Phase.REVERTED, Phase.FAILED}),
     Phase.SUCCEEDED: frozenset({Phase.SUCCEEDED, Phase.PENDING}),
@@ -119,6 +146,11 @@ class Intent:
     # Kafka's internal topics are off limits, and a shorter replica list is refused, unless the spec says otherwise.
     allow_internal_topics: bool = False
     allow_replication_factor_decrease: bool = False
+    # spec.execution.paused: no new move starts, moves in flight run on.
+    paused: bool = False
+    # A move in flight whose new replicas do not grow for this long is stalled; cancelled with cancel_on_stall.
+    stall_after: float = 600.0
+    cancel_on_stall: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +162,9 @@ class Memory:
     owned: dict[TopicPartition, Replicas] = field(default_factory=dict)
     failures: dict[TopicPartition, KafkaRefusal] = field(default_factory=dict)
     originals: dict[TopicPartition, Replicas] = field(default_factory=dict)
+    # The stall clock of each move in flight (status.inFlight), and the moves already reported stalled.
+    watches: dict[TopicPartition, Watch] = field(default_factory=dict)
+    stalled: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -137,6 +172,8 @@ class Observation:
     view: ClusterView
     # Partitions of this CR claimed by another live PartitionReassignment that goes first: partition -> its name.
     claimed_by_others: dict[TopicPartition, str] = field(default_factory=dict)
+    # When the view was read: the clock of stall detection (None: no stall detection, as in a bare decision).
+    now: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +204,12 @@ class Decision:
     cleanup_pending: str = ""
     # Brokers that moves of this step wait on because they are down (reason BrokerUnavailable).
     unavailable_brokers: tuple[int, ...] = ()
+    # Stall detection: the clock of every move followed in flight, the stalled ones (reported, condition Stalled) and
+    # the stalled moves cancelled under onStall Cancel, with the failure to record once the cancellation is accepted.
+    watches: Mapping[TopicPartition, Watch] = field(default_factory=dict)
+    stalled: Mapping[TopicPartition, Stall] = field(default_factory=dict)
+    stall_message: str = ""
+    give_up: Mapping[TopicPartition, KafkaRefusal] = field(default_factory=dict)
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
@@ -181,8 +224,13 @@ class Decision:
         progressing = self.phase in (Phase.PENDING, Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING) and not (
             self.conflicts and self.phase is Phase.PENDING)
         stalled = self.phase in (Phase.FAILED, Phase.INVALID) or bool(self.conflicts and self.phase is Phase.PENDING)
-        return cond.kstatus(ready=ready, progressing=progressing, stalled=stalled, reason=self.reason,
-                            message=self.message)
+        updates = cond.kstatus(ready=ready, progressing=progressing, stalled=stalled, reason=self.reason,
+                               message=self.message)
+        if self.stalled and self.phase not in TERMINAL:
+            # Moves that copy nothing: the user must look (a broker to bring back, or stop), so Stalled says so with
+            # a reason of its own; Ready and Progressing keep the phase's.
+            updates[-1] = ConditionUpdate(cond.STALLED, True, MOVE_STALLED, self.stall_message)
+        return updates
 
 
 # Which candidates may start now: the cluster-wide scheduler's answer (limits, order, fair turns).
@@ -209,7 +257,7 @@ def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit =
     phase = memory.phase
     if phase in TERMINAL and intent.generation != memory.observed_generation:
         phase = Phase.PENDING
-    decision = _HANDLERS[phase](intent, memory, observed, admit)
+    decision = _watch_stalls(intent, memory, observed, _HANDLERS[phase](intent, memory, observed, admit))
     assert decision.phase in TRANSITIONS[phase], f"illegal transition {phase.value} -> {decision.phase.value}"
     if decision.phase is not memory.phase:
         event = transition_event(memory.phase, decision.phase, decision.reason, decision.message,
@@ -242,6 +290,8 @@ def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit
     if all(s is PartitionStatus.COMPLETED for s in classification.status.values()) and not classification.dropped:
         return Decision(Phase.SUCCEEDED, "Succeeded", "every partition already has its target replicas",
                         classification=classification)
+    if intent.paused:
+        return _hold(intent, classification)
     return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification,
                     incremental=intent.incremental)
 
@@ -256,8 +306,28 @@ def _executing(intent: Intent, memory: Memory, observed: Observation, admit: Adm
                             "the changed spec cannot be carried out (moves already running are left to finish): "
                             + summarize(problems), problems=tuple(problems))
     classification = classify(intent.targets, memory.owned, observed.view, incremental=intent.incremental)
+    if intent.paused:
+        return _hold(intent, classification)
     return _execute(Phase.EXECUTING, intent.targets, memory, observed, admit=admit, classification=classification,
                     incremental=intent.incremental)
+
+
+def _paused(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
+    # Cleared (or stop set): Executing's rules take over, from validation of the changed spec to the next moves.
+    return _executing(intent, memory, observed, admit)
+
+
+def _hold(intent: Intent, classification: Classification) -> Decision:
+    """Paused: nothing is sent to Kafka — no new move, no re-target, no cancellation; moves in flight run on (Kafka
+    carries them out) and are followed, and the throttles stay for them."""
+    in_flight = len(classification.owned)
+    done = len(classification.of(PartitionStatus.COMPLETED))
+    waiting = sum(1 for tp, s in classification.status.items() if s is not PartitionStatus.COMPLETED
+                  and tp not in classification.owned)
+    return Decision(Phase.PAUSED, PAUSED,
+                    f"spec.execution.paused is set: no new moves start; {in_flight} move(s) in flight run to the end; "
+                    f"{done}/{len(intent.targets)} partitions done, {waiting} waiting",
+                    classification=classification, targets=intent.targets)
 
 
 def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observation, *, admit: Admit,
@@ -325,6 +395,10 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
     if failed and not running:
         worst = sorted(failed)[:3]
         detail = "; ".join(f"{tp}: {memory.failures[tp]}" for tp in worst)
+        if all(memory.failures[tp].code == STALLED_CODE for tp in failed):
+            return _with(base, phase=Phase.FAILED, reason=MOVE_STALLED,
+                         message=f"{len(failed)} of {len(targets)} partition move(s) stalled and were cancelled "
+                                 f"(execution.onStall Cancel): {detail}")
         return _with(base, phase=Phase.FAILED, reason=access.refusal_reason(memory.failures[tp] for tp in failed),
                      message=f"Kafka refused {len(failed)} of {len(targets)} partition move(s): {detail}")
     moving = len(in_flight) + len(submit) - len(retarget)
@@ -404,6 +478,7 @@ def _terminal(intent: Intent, memory: Memory, observed: Observation, admit: Admi
 _HANDLERS: Mapping[Phase, Callable[[Intent, Memory, Observation, Admit], Decision]] = {
     Phase.PENDING: _pending,
     Phase.EXECUTING: _executing,
+    Phase.PAUSED: _paused,
     Phase.STOPPING: _stopping,
     Phase.REVERTING: _reverting,
     Phase.SUCCEEDED: _terminal,
@@ -412,6 +487,50 @@ _HANDLERS: Mapping[Phase, Callable[[Intent, Memory, Observation, Admit], Decisio
     Phase.STOPPED: _terminal,
     Phase.REVERTED: _terminal,
 }
+
+
+# ------------------------------------------------------------------------------------------------ stall detection
+
+
+def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decision: Decision) -> Decision:
+    """Follow the byte progress of the moves in flight (see :mod:`kpo.domain.stall`): flag those that copied nothing
+    for ``stall_after`` seconds, with one Event when a move stalls (and one when it copies again), and cancel them
+    under onStall Cancel. A move re-targeted or cancelled by this very decision is not followed: its clock restarts
+    with its next submission."""
+    now = observed.now
+    if now is None or decision.phase not in WATCHING:
+        return decision
+    view = observed.view
+    owned = decision.classification.owned if decision.classification is not None else memory.owned
+    moving = {tp for tp, replicas in owned.items() if tp in view.ongoing and view.ongoing[tp].target == replicas
+              and tp not in decision.submit and tp not in decision.cancel}
+    watches = follow(memory.watches, {tp: copied_bytes(view, tp) for tp in moving}, now)
+    stalls = stalled(watches, view, now, intent.stall_after)
+    events = list(decision.events)
+    cleared = sorted(tp for tp in memory.stalled if tp not in stalls)
+    if cleared:
+        events.append(Event("Normal", STALL_CLEARED, f"{len(cleared)} stalled move(s) copy again or ended: "
+                                                     f"{', '.join(map(str, cleared[:10]))}"))
+    if not stalls:
+        return _with(decision, watches=watches, events=tuple(events))
+    details = "; ".join(stall.describe(tp, now) for tp, stall in list(stalls.items())[:5])
+    more = f" and {len(stalls) - 5} more" if len(stalls) > 5 else ""
+    headline = f"{len(stalls)} move(s) made no byte progress for {int(intent.stall_after)}s or more"
+    if intent.cancel_on_stall:
+        give_up = {tp: KafkaRefusal(STALLED_CODE, f"no byte progress for {int(intent.stall_after)}s or more "
+                                                  f"({stall.describe(tp, now)}): cancelled (execution.onStall Cancel)")
+                   for tp, stall in stalls.items()}
+        events.append(Event("Warning", MOVE_STALLED, f"{headline}, cancelling (execution.onStall Cancel): "
+                                                     f"{details}{more}"))
+        return _with(decision, watches=watches, events=tuple(events), give_up=give_up,
+                     cancel=tuple(sorted({*decision.cancel, *stalls})))
+    new = [tp for tp in stalls if tp not in memory.stalled]
+    if new:
+        listed = "; ".join(stalls[tp].describe(tp, now) for tp in new[:5])
+        events.append(Event("Warning", MOVE_STALLED, f"{len(new)} move(s) stalled (execution.onStall Report: left "
+                                                     f"running): {listed}"))
+    return _with(decision, watches=watches, stalled=stalls, events=tuple(events),
+                 stall_message=f"{headline}: {details}{more}")
 
 
 # -------------------------------------------------------------------------------------------------------- helpers

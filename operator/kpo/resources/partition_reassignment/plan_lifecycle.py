@@ -94,7 +94,7 @@ class Route:
     phase: Phase = Phase.PENDING
 
 
-_RUNNING = frozenset({Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING})
+_RUNNING = frozenset({Phase.EXECUTING, Phase.PAUSED, Phase.STOPPING, Phase.REVERTING})
 _PLANNING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED})
 
 

@@ -163,7 +163,7 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         view = observe(kafka, partitions, with_configs=validating)
         sizes = {tp: view.partition_size(tp) for tp in view.partitions}
         view = replace(view, write_rates=ports.write_rates(sizes))
-        observation = Observation(view=view, claimed_by_others=ports.claimed_by_others())
+        observation = Observation(view=view, claimed_by_others=ports.claimed_by_others(), now=now)
         decision = kept_outcome(decide(intent, memory, observation,
                                        lambda candidates: ports.schedule(candidates, view)), memory, status)
     except KafkaUnavailable as exc:
@@ -240,8 +240,9 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     # 1. The original replicas are on record before any move of theirs is sent.
     if decision.save_originals:
         effects.rollback_name = ports.save_originals(decision.save_originals)
-    # 2. The throttle is in place (and journaled) before the moves it governs start.
-    if intent.throttle and decision.phase in (Phase.EXECUTING, Phase.REVERTING) and (
+    # 2. The throttle is in place (and journaled) before the moves it governs start; a paused resource keeps it for
+    #    the moves that run on (and follows a changed rate).
+    if intent.throttle and decision.phase in (Phase.EXECUTING, Phase.PAUSED, Phase.REVERTING) and (
             decision.submit or effects.owned):
         originals = {**memory.originals, **decision.save_originals}
         moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
@@ -257,6 +258,9 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         for tp, answer in kafka.alter_reassignments(dict.fromkeys(decision.cancel)).items():
             if answer is None or answer.code == "NO_REASSIGNMENT_IN_PROGRESS":
                 effects.owned.pop(tp, None)
+                if tp in decision.give_up:
+                    # A stalled move cancelled under onStall Cancel: failed, not retried until the spec changes.
+                    effects.failures[tp] = decision.give_up[tp]
     # 4. New and re-targeted moves.
     if decision.submit:
         _submit(body, kafka, decision, view, effects)

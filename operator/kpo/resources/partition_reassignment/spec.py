@@ -38,7 +38,9 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
                   # A demotion is done when the demoted brokers lead nothing: the election is part of it.
                   elect_leaders_after=spec.execution.elect_leaders_after or _demotes(spec),
                   allow_internal_topics=spec.allow_internal_topics,
-                  allow_replication_factor_decrease=spec.allow_replication_factor_decrease)
+                  allow_replication_factor_decrease=spec.allow_replication_factor_decrease,
+                  paused=spec.execution.paused, stall_after=float(spec.execution.stall_after_seconds),
+                  cancel_on_stall=spec.execution.on_stall.value == "Cancel")
 
 
 def _demotes(spec: PartitionReassignmentSpec) -> bool:

@@ -26,6 +26,7 @@ from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Progress, progress
+from kpo.domain.stall import Watch
 from kpo.domain.throttle import ThrottleJournal
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
 
@@ -50,7 +51,10 @@ def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Repl
         owned={TopicPartition(m.topic, m.partition): tuple(m.replicas) for m in typed.in_flight},
         failures={TopicPartition(f.topic, f.partition): KafkaRefusal(code=f.reason, message=f.message)
                   for f in typed.failures},
-        originals=dict(originals))
+        originals=dict(originals),
+        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at)
+                 for m in typed.in_flight if m.progress_at is not None},
+        stalled=frozenset(TopicPartition(s.topic, s.partition) for s in typed.stalled_moves))
 
 
 def claim_of(key: str, created: str, partitions: Collection[TopicPartition], status: Mapping[str, Any]) -> Claim:
@@ -66,7 +70,7 @@ def claim_of(key: str, created: str, partitions: Collection[TopicPartition], sta
 
 
 #: Phases in which a planned resource carries out its approved proposal, so it claims the proposal's partitions.
-EXECUTING_PROPOSAL = frozenset({Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING})
+EXECUTING_PROPOSAL = frozenset({Phase.EXECUTING, Phase.PAUSED, Phase.STOPPING, Phase.REVERTING})
 
 
 def wanted_partitions(spec: Mapping[str, Any], status: Mapping[str, Any],
@@ -99,12 +103,16 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
         "phase": decision.phase.value,
         "observedGeneration": intent.generation,
         "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
-        "inFlight": _entries(owned, lambda r: {"replicas": list(r)}),
+        "inFlight": _entries({tp: (r, decision.watches.get(tp)) for tp, r in owned.items()},
+                             lambda entry: _in_flight(entry[0], entry[1], now)),
         "failures": _entries(failures, lambda f: {"reason": f.code or "Unknown", "message": f.message}),
         # Reports, not memory: the first REPORTED_PARTITIONS of each; the conditions' message counts them all.
         "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
                       for c in decision.conflicts[:REPORTED_PARTITIONS]],
         "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
+        "stalledMoves": _entries(decision.stalled, lambda s: {
+            "brokers": list(s.brokers), "down": list(s.down), "copiedBytes": s.copied,
+            "since": rfc3339(s.since)})[:REPORTED_PARTITIONS],
     }
     if rollback_name:
         status["rollbackConfigMap"] = rollback_name
@@ -134,6 +142,12 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
     elif old_progress:
         status["progress"] = dict(old_progress)
     return write(status)
+
+
+def _in_flight(replicas: Replicas, watch: Watch | None, now: dt.datetime) -> dict[str, Any]:
+    """One status.inFlight entry: the move, and its stall clock (a move not watched yet starts one now)."""
+    watch = watch or Watch(0, now)
+    return {"replicas": list(replicas), "copiedBytes": watch.copied, "progressAt": rfc3339(watch.since)}
 
 
 def _all_done(counted: Progress) -> Progress:

@@ -1,0 +1,255 @@
+"""Pause / resume (spec.execution.paused) and stall detection (spec.execution.stallAfterSeconds, onStall): one test
+per transition they add to the PartitionReassignment life cycle, and the pure stall clock of kpo.domain.stall."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+
+from kpo.domain import conditions as cond
+from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
+from kpo.domain.reassignment import Target
+from kpo.domain.stall import STALLED_CODE, Watch, copied_bytes, follow, stalled
+from kpo.resources.partition_reassignment.lifecycle import (
+    MOVE_STALLED,
+    PAUSED,
+    STALL_CLEARED,
+    TRANSITIONS,
+    Intent,
+    Memory,
+    Observation,
+    Phase,
+    decide,
+)
+
+T = "orders"
+P0, P1, P2 = (TopicPartition(T, i) for i in range(3))
+T0 = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def view(replicas: dict[TopicPartition, tuple[int, ...]], ongoing: dict[TopicPartition, OngoingReassignment]
+         | None = None, *, brokers: tuple[int, ...] = (1, 2, 3, 4),
+         sizes: dict[tuple[TopicPartition, int], int] | None = None) -> ClusterView:
+    return ClusterView(brokers={b: Broker(b) for b in brokers},
+                       partitions={tp: PartitionState(r, r[0], r) for tp, r in replicas.items()},
+                       ongoing=ongoing or {}, topics=frozenset({T}), min_insync={T: 1}, replica_sizes=sizes or {})
+
+
+def moving(original: tuple[int, ...], target: tuple[int, ...]) -> OngoingReassignment:
+    adding = tuple(b for b in target if b not in original)
+    removing = tuple(b for b in original if b not in target)
+    return OngoingReassignment(replicas=target + removing, adding=adding, removing=removing)
+
+
+def intent(targets: dict[TopicPartition, tuple[int, ...]], generation: int = 1, **kw: object) -> Intent:
+    return replace(Intent(generation=generation, targets={tp: Target(r) for tp, r in targets.items()}), **kw)
+
+
+TARGETS = {P0: (2, 3), P1: (2, 3), P2: (2, 3)}
+
+
+def half_way(**sizes: int) -> tuple[ClusterView, Memory]:
+    """P0 moving (kpo's own), P1 done, P2 not started; the replica of P0 on broker 3 holds ``sizes['p0']``."""
+    v = view({P0: (1, 2, 3), P1: (2, 3), P2: (1, 2)}, {P0: moving((1, 2), (2, 3))},
+             sizes={(P0, 3): sizes.get("p0", 0)})
+    return v, Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3), P1: (2, 3)},
+                     originals={P0: (1, 2), P1: (1, 2)})
+
+
+def test_the_paused_phase_has_a_transition_map() -> None:
+    assert Phase.PAUSED in TRANSITIONS and Phase.PAUSED in TRANSITIONS[Phase.EXECUTING]
+
+
+# -------------------------------------------------------------------------------------------------------- Pause
+
+
+def test_pending_to_paused_sends_nothing_and_saves_nothing() -> None:
+    d = decide(intent({P0: (2, 3)}, paused=True), Memory(), Observation(view({P0: (1, 2)})))
+    assert d.phase is Phase.PAUSED and d.reason == PAUSED
+    assert not d.submit and not d.cancel and not d.save_originals
+    assert "0 move(s) in flight" in d.message and "1 waiting" in d.message
+
+
+def test_executing_to_paused_starts_nothing_and_lets_the_move_in_flight_run() -> None:
+    v, memory = half_way()
+    d = decide(intent(TARGETS, generation=2, paused=True), memory, Observation(v))
+    assert d.phase is Phase.PAUSED
+    assert not d.submit and not d.cancel and not d.move_dirs
+    assert d.classification is not None and dict(d.classification.owned) == {P0: (2, 3)}
+    assert "1 move(s) in flight run to the end" in d.message and "1/3 partitions done, 1 waiting" in d.message
+    assert d.events[-1].message.startswith("Executing -> Paused")
+
+
+def test_paused_conditions_are_neither_progressing_nor_stalled() -> None:
+    v, memory = half_way()
+    d = decide(intent(TARGETS, generation=2, paused=True), memory, Observation(v))
+    by_type = {c.type: c for c in d.conditions}
+    assert not by_type[cond.READY].status and not by_type[cond.PROGRESSING].status
+    assert not by_type[cond.STALLED].status and by_type[cond.PROGRESSING].reason == PAUSED
+
+
+def test_pausing_never_retargets_or_cancels_a_move_in_flight() -> None:
+    # Incremental: the move in flight is a step on the way, not the final target; pausing leaves it as it is, and so
+    # does a move of a partition dropped from the spec in the same change.
+    v = view({P0: (1, 2, 3), P1: (1, 2, 4)}, {P0: moving((1, 2), (2, 3)), P1: moving((1, 2), (1, 2, 4))})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3), P1: (1, 2, 4)},
+                    originals={P0: (1, 2), P1: (1, 2)})
+    d = decide(intent({P0: (3, 4)}, generation=2, paused=True, incremental=True), memory, Observation(v))
+    assert d.phase is Phase.PAUSED and not d.submit and not d.cancel
+
+
+def test_paused_stays_paused_while_a_move_finishes() -> None:
+    v = view({P0: (2, 3), P1: (2, 3), P2: (1, 2)})
+    memory = Memory(phase=Phase.PAUSED, observed_generation=2, owned={P0: (2, 3)}, originals={P0: (1, 2)})
+    d = decide(intent(TARGETS, generation=2, paused=True), memory, Observation(v))
+    assert d.phase is Phase.PAUSED and not d.submit and not d.events
+    assert "0 move(s) in flight" in d.message and "2/3 partitions done" in d.message
+
+
+def test_paused_to_executing_on_resume_starts_the_waiting_moves() -> None:
+    v, memory = half_way()
+    memory = replace(memory, phase=Phase.PAUSED, observed_generation=2)
+    d = decide(intent(TARGETS, generation=3), memory, Observation(v))
+    assert d.phase is Phase.EXECUTING and d.submit == {P2: (2, 3)}
+    assert d.events[-1].message.startswith("Paused -> Executing")
+
+
+def test_paused_to_succeeded_on_resume_when_everything_finished_meanwhile() -> None:
+    v = view({P0: (2, 3), P1: (2, 3), P2: (2, 3)})
+    memory = Memory(phase=Phase.PAUSED, observed_generation=2, originals={P0: (1, 2)})
+    d = decide(intent(TARGETS, generation=3), memory, Observation(v))
+    assert d.phase is Phase.SUCCEEDED
+
+
+def test_paused_to_stopping_on_stop_cancels_the_move_in_flight() -> None:
+    v, memory = half_way()
+    memory = replace(memory, phase=Phase.PAUSED, observed_generation=2)
+    d = decide(intent(TARGETS, generation=3, paused=True, stop=True), memory, Observation(v))
+    assert d.phase is Phase.STOPPING and d.cancel == (P0,)
+
+
+def test_paused_to_stopped_on_stop_with_nothing_in_flight() -> None:
+    v = view({P0: (2, 3), P1: (2, 3), P2: (1, 2)})
+    memory = Memory(phase=Phase.PAUSED, observed_generation=2, originals={P0: (1, 2)})
+    d = decide(intent(TARGETS, generation=3, paused=True, stop=True), memory, Observation(v))
+    assert d.phase is Phase.STOPPED
+
+
+def test_paused_to_reverting_on_stop_with_revert_and_nothing_in_flight() -> None:
+    v = view({P0: (2, 3), P1: (2, 3), P2: (1, 2)})
+    memory = Memory(phase=Phase.PAUSED, observed_generation=2, originals={P0: (1, 2), P1: (1, 2)})
+    d = decide(intent(TARGETS, generation=3, paused=True, stop=True, revert_on_stop=True), memory, Observation(v))
+    assert d.phase is Phase.REVERTING and set(d.submit) == {P0, P1}
+
+
+def test_paused_to_invalid_when_the_changed_spec_cannot_be_carried_out() -> None:
+    v, memory = half_way()
+    memory = replace(memory, phase=Phase.PAUSED, observed_generation=2)
+    d = decide(intent({**TARGETS, P2: (2, 9)}, generation=3, paused=True), memory, Observation(v))
+    assert d.phase is Phase.INVALID and d.reason == "UnknownBroker" and not d.submit and not d.cancel
+
+
+def test_paused_to_failed_on_resume_when_only_refused_moves_are_left() -> None:
+    v = view({P0: (2, 3), P1: (2, 3), P2: (1, 2)})
+    memory = Memory(phase=Phase.PAUSED, observed_generation=2, originals={P0: (1, 2)},
+                    failures={P2: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT")})
+    d = decide(intent(TARGETS, generation=3), memory, Observation(v))
+    assert d.phase is Phase.FAILED and d.reason == "KafkaRefused"
+
+
+def test_a_terminal_resource_changed_to_paused_goes_through_pending_to_paused() -> None:
+    v = view({P0: (1, 2)})
+    memory = Memory(phase=Phase.SUCCEEDED, observed_generation=1)
+    d = decide(intent({P0: (2, 3)}, generation=2, paused=True), memory, Observation(v))
+    assert d.phase is Phase.PAUSED and not d.submit
+
+
+# ------------------------------------------------------------------------------------------------ stall: domain
+
+
+def test_a_move_whose_new_replicas_grow_restarts_its_clock() -> None:
+    later = T0 + dt.timedelta(seconds=30)
+    watches = follow({P0: Watch(100, T0), P1: Watch(100, T0)}, {P0: 150, P1: 100, P2: 0}, later)
+    assert watches == {P0: Watch(150, later), P1: Watch(100, T0), P2: Watch(0, later)}
+
+
+def test_copied_bytes_count_only_the_new_replicas_of_the_move() -> None:
+    v = view({P0: (1, 2, 3, 4)}, {P0: moving((1, 2), (3, 4))}, sizes={(P0, 1): 500, (P0, 3): 20, (P0, 4): 30})
+    assert copied_bytes(v, P0) == 50 and copied_bytes(v, P1) == 0
+
+
+def test_a_move_is_stalled_only_after_stall_after_seconds_and_names_the_down_broker() -> None:
+    v = view({P0: (1, 2, 3)}, {P0: moving((1, 2), (2, 3))}, brokers=(1, 2))
+    watches = {P0: Watch(0, T0)}
+    assert stalled(watches, v, T0 + dt.timedelta(seconds=59), 60) == {}
+    found = stalled(watches, v, T0 + dt.timedelta(seconds=60), 60)
+    assert found[P0].brokers == (3,) and found[P0].down == (3,) and found[P0].since == T0
+
+
+# --------------------------------------------------------------------------------------------- stall: life cycle
+
+
+def test_executing_follows_a_growing_move_without_flagging_it() -> None:
+    v, memory = half_way(p0=5000)
+    memory = replace(memory, watches={P0: Watch(1000, T0)})
+    now = T0 + dt.timedelta(seconds=3600)
+    d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=now))
+    assert d.phase is Phase.EXECUTING and not d.stalled and d.watches[P0] == Watch(5000, now)
+    assert not any(e.reason == MOVE_STALLED for e in d.events)
+
+
+def test_executing_flags_a_move_without_progress_with_condition_stalled_and_one_event() -> None:
+    v, memory = half_way(p0=1000)
+    memory = replace(memory, watches={P0: Watch(1000, T0)})
+    now = T0 + dt.timedelta(seconds=61)
+    d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=now))
+    assert d.phase is Phase.EXECUTING and set(d.stalled) == {P0} and P0 not in d.cancel
+    stalled_condition = {c.type: c for c in d.conditions}[cond.STALLED]
+    assert stalled_condition.status and stalled_condition.reason == MOVE_STALLED
+    assert "orders-0 to broker(s) [3]" in stalled_condition.message
+    assert [e.reason for e in d.events] == [MOVE_STALLED] and d.events[0].type == "Warning"
+    # The next tick, already reported: flagged still, no second Event.
+    again = decide(intent(TARGETS, stall_after=60), replace(memory, stalled=frozenset({P0})),
+                   Observation(v, now=now + dt.timedelta(seconds=5)))
+    assert set(again.stalled) == {P0} and not again.events
+
+
+def test_a_stalled_move_that_copies_again_is_cleared_with_an_event() -> None:
+    v, memory = half_way(p0=2000)
+    memory = replace(memory, watches={P0: Watch(1000, T0)}, stalled=frozenset({P0}))
+    d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=T0 + dt.timedelta(seconds=600)))
+    assert not d.stalled and [e.reason for e in d.events] == [STALL_CLEARED]
+    assert not {c.type: c for c in d.conditions}[cond.STALLED].status
+
+
+def test_on_stall_cancel_cancels_the_stalled_move_and_records_why() -> None:
+    v, memory = half_way(p0=1000)
+    memory = replace(memory, watches={P0: Watch(1000, T0)})
+    d = decide(intent(TARGETS, stall_after=60, cancel_on_stall=True), memory,
+               Observation(v, now=T0 + dt.timedelta(seconds=61)))
+    assert d.phase is Phase.EXECUTING and P0 in d.cancel and d.give_up[P0].code == STALLED_CODE
+    assert [e.reason for e in d.events] == [MOVE_STALLED] and "cancelling" in d.events[0].message
+
+
+def test_executing_to_failed_with_reason_move_stalled_once_the_rest_is_done() -> None:
+    v = view({P0: (1, 2), P1: (2, 3), P2: (2, 3)})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, originals={P0: (1, 2)},
+                    failures={P0: KafkaRefusal(STALLED_CODE, "no byte progress")})
+    d = decide(intent(TARGETS, stall_after=60, cancel_on_stall=True), memory,
+               Observation(v, now=T0))
+    assert d.phase is Phase.FAILED and d.reason == MOVE_STALLED and "stalled and were cancelled" in d.message
+    assert not d.submit  # the cancelled move is not sent again until the spec changes
+
+
+def test_a_paused_resource_still_watches_its_moves_in_flight() -> None:
+    v, memory = half_way(p0=0)
+    memory = replace(memory, phase=Phase.PAUSED, observed_generation=2, watches={P0: Watch(0, T0)})
+    d = decide(intent(TARGETS, generation=2, paused=True, stall_after=60), memory,
+               Observation(v, now=T0 + dt.timedelta(seconds=120)))
+    assert d.phase is Phase.PAUSED and set(d.stalled) == {P0}
+
+
+def test_a_move_submitted_or_retargeted_by_the_decision_is_not_followed_yet() -> None:
+    v = view({P0: (1, 2)})
+    d = decide(intent({P0: (2, 3)}, stall_after=60), Memory(), Observation(v, now=T0))
+    assert d.submit == {P0: (2, 3)} and d.watches == {}
