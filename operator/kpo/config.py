@@ -112,8 +112,7 @@ class RefillConfig(_Model):
     as a move has ended, under the same limits."""
 
     first_probe_seconds: float = Field(
-        default=0.0, ge=0, description="Seconds from a pass to the first look; 0 (the default) turns refill between "
-        "polls off. Opt-in: see docs/api.md.")
+        default=0.25, ge=0, description="Seconds from a pass to the first look; 0 turns refill between polls off.")
     probe_growth: float = Field(default=1.5, ge=1, description="Each look that finds no move ended waits this much "
                                                                "longer than the previous one.")
     # Each watching tick holds one of Kopf's worker threads (8) for up to a poll interval: keep room for the others.
