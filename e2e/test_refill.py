@@ -38,11 +38,11 @@ MOVES = 12
 @pytest.fixture(scope="module")
 def refill_operator(kpo_crds: None, testbed: Testbed, operator_namespace: str,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    """An operator that watches only this module's namespaces and polls every 15 s, with its metrics endpoint."""
+    """An operator that watches only this module's namespaces and polls every 15 s, with its metrics endpoint; refill
+    between polls at the operator's defaults (on), so this module fails if the default turns it off."""
     folder: Path = tmp_path_factory.mktemp("refill-operator")
     config_path = folder / "kpo.yaml"
-    config_path.write_text(yaml.safe_dump({"pollIntervalSeconds": POLL_SECONDS, "refill": {"firstProbeSeconds": 0.25},
-                                           "clusters": {
+    config_path.write_text(yaml.safe_dump({"pollIntervalSeconds": POLL_SECONDS, "clusters": {
         "default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers}}}))
     env = operator_env(testbed.state.kube.kubeconfig, testbed.state.kafka.bootstrap_servers,
                        {"KPO_CONFIG": str(config_path), "KPO_NAMESPACE": operator_namespace,
