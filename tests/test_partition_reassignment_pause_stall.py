@@ -222,6 +222,15 @@ def test_a_stalled_move_that_copies_again_is_cleared_with_an_event() -> None:
     assert not {c.type: c for c in d.conditions}[cond.STALLED].status
 
 
+def test_a_stalled_move_that_ended_is_cleared_with_an_event_when_the_phase_moves_on() -> None:
+    v = view({P0: (2, 3), P1: (2, 3), P2: (2, 3)})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3)}, originals={P0: (1, 2)},
+                    watches={P0: Watch(1000, T0)}, stalled=frozenset({P0}))
+    d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=T0 + dt.timedelta(seconds=600)))
+    assert d.phase is Phase.SUCCEEDED and not d.stalled
+    assert [e.reason for e in d.events] == [STALL_CLEARED, "Succeeded"]
+
+
 def test_on_stall_cancel_cancels_the_stalled_move_and_records_why() -> None:
     v, memory = half_way(p0=1000)
     memory = replace(memory, watches={P0: Watch(1000, T0)})

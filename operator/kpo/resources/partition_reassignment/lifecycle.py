@@ -498,19 +498,23 @@ def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decisio
     under onStall Cancel. A move re-targeted or cancelled by this very decision is not followed: its clock restarts
     with its next submission."""
     now = observed.now
-    if now is None or decision.phase not in WATCHING:
+    if now is None:
         return decision
+    watching = decision.phase in WATCHING
     view = observed.view
     owned = decision.classification.owned if decision.classification is not None else memory.owned
     moving = {tp for tp, replicas in owned.items() if tp in view.ongoing and view.ongoing[tp].target == replicas
-              and tp not in decision.submit and tp not in decision.cancel}
+              and tp not in decision.submit and tp not in decision.cancel} if watching else set()
     watches = follow(memory.watches, {tp: copied_bytes(view, tp) for tp in moving}, now)
     stalls = stalled(watches, view, now, intent.stall_after)
     events = list(decision.events)
+    # A stalled move that copies again, ended (the phase may have moved on: Succeeded) or was cancelled (Stopping).
     cleared = sorted(tp for tp in memory.stalled if tp not in stalls)
     if cleared:
-        events.append(Event("Normal", STALL_CLEARED, f"{len(cleared)} stalled move(s) copy again or ended: "
-                                                     f"{', '.join(map(str, cleared[:10]))}"))
+        events.append(Event("Normal", STALL_CLEARED, f"{len(cleared)} move(s) no longer stalled (copying again, "
+                                                     f"ended or cancelled): {', '.join(map(str, cleared[:10]))}"))
+    if not watching:
+        return _with(decision, events=tuple(events))
     if not stalls:
         return _with(decision, watches=watches, events=tuple(events))
     details = "; ".join(stall.describe(tp, now) for tp, stall in list(stalls.items())[:5])
