@@ -41,7 +41,8 @@ def test_a_demoted_broker_leads_nothing_keeps_its_replicas_and_is_restored_on_re
     wait_for(lambda: 2 not in _leaders(kafka_admin, topic_name).values(), 30, "broker 2 to lead nothing")
     assert status["summary"]["bytesToMove"] == 0
     election = status["leaderElection"]
-    assert election["elected"] == 2 and election["failed"] == 0, election
+    # At least partitions 0 and 3 (other tests restart brokers, so other leaders may be off their preferred too).
+    assert election["elected"] >= 2 and election["failed"] == 0, election
 
     resources.patch_spec(KPR, "demote", {"stop": True})
     status = resources.wait_phase(KPR, "demote", {"Reverted", "Failed"}, timeout=120)

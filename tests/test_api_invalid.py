@@ -173,6 +173,8 @@ INVALID_CASES: tuple[Invalid, ...] = (
             rule="must name its partitions"),
     Invalid("unclean-scheduled", "leader-election-unclean.yaml", ("spec", "schedule"), {"interval": "1h"},
             "spec.schedule", rule="cannot be scheduled"),
+    Invalid("unclean-excluding-leaders", "leader-election-unclean.yaml", ("spec", "excludeLeaders"), [3],
+            "spec.excludeLeaders", rule="applies to Preferred elections"),
     Invalid("interval-not-a-duration", "leader-election-scheduled.yaml", ("spec", "schedule", "interval"), "soon",
             "spec.schedule.interval"),
     Invalid("interval-too-short", "leader-election-scheduled.yaml", ("spec", "schedule", "interval"), "5s",

@@ -69,6 +69,18 @@ def test_pending_to_invalid_for_a_broker_to_demote_that_is_neither_live_nor_a_re
     assert decide_planning(Phase.PENDING, intent(request=fine), Job(JobStatus.NONE), None, view()).start_job
 
 
+def test_pending_to_invalid_for_a_broker_to_add_that_is_also_excluded() -> None:
+    add = PlanRequest(goal=Goal.ADD_BROKERS, brokers=(3,), exclude_brokers=(3,), topics=("orders",))
+    d = decide_planning(Phase.PENDING, intent(request=add), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and d.reason == "ExcludedBrokerToAdd"
+
+
+def test_an_exclusion_pattern_takes_topics_out_of_the_selection() -> None:
+    topics = frozenset({"orders", "logs-eu", "logs-us", "other"})
+    scoped = PlanRequest(goal=Goal.REBALANCE, exclude_topic_pattern="logs-.*", exclude_topics=("other",))
+    assert selected_topics(scoped, topics) == {"orders"}
+
+
 def test_pending_to_stopped() -> None:
     assert decide_planning(Phase.PENDING, intent(stop=True), Job(JobStatus.NONE), None, view()).phase \
         is Phase.STOPPED

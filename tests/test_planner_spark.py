@@ -282,3 +282,24 @@ def test_golden_demotion_moves_leadership_and_no_data(spark: SparkSession, tmp_p
     assert metrics.leader_changes == 3
     leads = {b.broker: b.leaders for b in metrics.brokers_after}
     assert leads[2] == 2, "events-0 (its sole replica) and logs-0 (not selected)"
+
+
+def test_scope_filters_keep_topics_brokers_and_leaders_out(spark: SparkSession, tmp_path: Path) -> None:
+    """A Rebalance of brokers 1-3 with logs-* excluded by pattern, broker 4 taking no replica and broker 1 leading
+    nothing another in-sync replica can lead (payments-0's only in-sync replica is on broker 1: left as it is unless
+    the rounds move it)."""
+    folder = DATA / "scope-filters"
+    metrics, plan = _plan(spark, folder, tmp_path)
+    assert metrics.ok, metrics.message
+    entries = plan["partitions"]  # type: ignore[index]
+    assert entries, "broker 1 carries every orders partition: something must move"
+    assert not [e for e in entries if e["topic"].startswith("logs-")], "excluded by pattern"  # type: ignore[index]
+    assert not [e for e in entries if 4 in e["replicas"]], "broker 4 takes no replica"  # type: ignore[index]
+    before = {(r["topic"], r["partition"]): r for r in _jsonl(folder / "partitions")}  # type: ignore[index]
+    after = {tp: list(r["replicas"]) for tp, r in before.items()}  # type: ignore[index]
+    after.update({(e["topic"], e["partition"]): e["replicas"] for e in entries})  # type: ignore[index]
+    assert not [tp for tp, replicas in after.items() if replicas[0] == 1 and tp[0] == "orders"]
+    if after[("payments", 0)] == [1, 3]:  # unless the rounds moved it, its only in-sync replica leads
+        assert ("payments", 0) not in {(e["topic"], e["partition"]) for e in entries}  # type: ignore[index]
+    loads = {b.broker: b.bytes for b in metrics.brokers_after}
+    assert loads.get(4, 0) == 0 and metrics.band_reached, (loads, metrics.message)

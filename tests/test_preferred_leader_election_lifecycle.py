@@ -105,6 +105,29 @@ def test_pending_to_electing_names_exactly_the_selected_partitions() -> None:
     assert conditions(d) == {"Ready": False, "Progressing": True, "Stalled": False}
 
 
+def _led_by(preferred: dict[TopicPartition, int]) -> ClusterView:
+    states = {tp: PartitionState((first, *(b for b in (1, 2, 3) if b != first)), 2, (1, 2, 3))
+              for tp, first in preferred.items()}
+    return ClusterView(brokers={}, partitions=states, topics=frozenset(tp.topic for tp in preferred))
+
+
+def test_pending_to_electing_leaves_out_partitions_whose_preferred_replica_is_excluded() -> None:
+    view = _led_by({A0: 1, A1: 2, A2: 3, B0: 2})
+    d = decide(intent(Selection(), exclude_leaders=frozenset({2})), Memory(), observe(view))
+    assert d.phase is Phase.ELECTING and d.excluded == 2
+    assert d.election == Election((A0, A2), unclean=False), "every partition, but as an explicit list"
+    assert "2 left out" in d.message
+    run = finish(intent(Selection(), exclude_leaders=frozenset({2})), Memory(), d, run_of(d, answered(A0, A2)))
+    assert run.run is not None and run.run.excluded == 2 and "2 left out" in run.message
+
+
+def test_pending_to_invalid_when_every_selected_partition_is_excluded() -> None:
+    view = _led_by({A0: 2, A1: 2})
+    d = decide(intent(exclude_leaders=frozenset({2})), Memory(), observe(view))
+    assert d.phase is Phase.INVALID and d.reason == NOTHING_SELECTED and d.election is None
+    assert "excludeLeaders [2]" in d.message
+
+
 def test_pending_to_electing_for_every_partition_sends_no_list() -> None:
     d = decide(intent(Selection()), Memory(), observe())
     assert d.phase is Phase.ELECTING

@@ -128,6 +128,22 @@ class Plan(ApiModel):
         default_factory=list,
         description="Topics never moved, even if topics or topicPattern select them.",
     )
+    exclude_topic_pattern: TopicPattern | None = Field(
+        default=None,
+        description="Regular expression (Python syntax): topics whose whole name matches are never moved, even if "
+        "topics or topicPattern select them.",
+    )
+    exclude_brokers: BrokerSet = Field(
+        default_factory=list,
+        description="Brokers that take no new replica. They keep the replicas they have (to move those off, use goal "
+        "RemoveBrokers) and stay out of the balance: the plan evens out the other brokers.",
+    )
+    exclude_leaders: BrokerSet = Field(
+        default_factory=list,
+        description="Brokers that lead no selected partition after the plan: an in-sync replica on another broker "
+        "comes first in every list they head, and no leadership is handed to them (data stays where it is). Add "
+        "execution.electLeadersAfter for the leadership itself to follow.",
+    )
     brokers: BrokerSet | None = Field(
         default=None,
         min_length=1,

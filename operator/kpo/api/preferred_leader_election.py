@@ -25,7 +25,17 @@ from kpo.api.common import (
     cluster_ref_immutable,
     require_one_entry_per_partition,
 )
-from kpo.api.schema import ApiModel, ObjectName, Rule, RuleReason, StatusModel, TopicPattern, TopicSet, list_map
+from kpo.api.schema import (
+    ApiModel,
+    BrokerSet,
+    ObjectName,
+    Rule,
+    RuleReason,
+    StatusModel,
+    TopicPattern,
+    TopicSet,
+    list_map,
+)
 
 #: A Go-style duration restricted to hours, minutes and seconds ("15m", "1h30m", "90s"), which CEL's duration() and
 #: Python agree on.
@@ -112,6 +122,11 @@ class PreferredLeaderElectionSpec(ApiModel):
         description="Name of a PartitionReassignment in the same namespace; the election waits (phase Waiting) "
         "until it has Succeeded.",
     )
+    exclude_leaders: BrokerSet = Field(
+        default_factory=list,
+        description="Brokers that must not be made leaders: selected partitions whose preferred replica is on one of "
+        "them are left out of the election (counted in status.lastRun.excluded). Preferred elections only.",
+    )
 
     rules = (
         Rule(
@@ -145,6 +160,14 @@ class PreferredLeaderElectionSpec(ApiModel):
             field_path=".schedule",
             reason=RuleReason.FORBIDDEN,
         ),
+        Rule(
+            cel="self.electionType != 'Unclean' || !has(self.excludeLeaders) || size(self.excludeLeaders) == 0",
+            message="excludeLeaders applies to Preferred elections: an Unclean election takes whichever replica "
+            "Kafka can find",
+            holds=lambda s: s.election_type is not ElectionType.UNCLEAN or not s.exclude_leaders,
+            field_path=".excludeLeaders",
+            reason=RuleReason.FORBIDDEN,
+        ),
         cluster_ref_immutable(),
     )
 
@@ -169,6 +192,10 @@ class ElectionRun(StatusModel):
         default=0, ge=0, description="Partitions already led by their preferred replica (ELECTION_NOT_NEEDED)."
     )
     failed: int = Field(default=0, ge=0, description="Partitions Kafka refused to elect for (see failures).")
+    excluded: int = Field(
+        default=0, ge=0, description="Selected partitions left out because their preferred replica is on a broker "
+        "in spec.excludeLeaders."
+    )
     failures: list[PartitionFailure] = Field(
         default_factory=list,
         description="The refused partitions, with Kafka's reason (e.g. PREFERRED_LEADER_NOT_AVAILABLE).",

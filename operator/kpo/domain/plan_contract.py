@@ -86,7 +86,9 @@ class PlanRequest(_Document):
     - ``DemoteBrokers``: ``brokers`` go to the end of every replica list of the selected topics; no replica moves.
 
     Topics: ``topics`` and ``topicPattern`` (a Java regular expression matched against the whole name) select; none of
-    them means every topic in the snapshot; ``excludeTopics`` removes names from the selection.
+    them means every topic in the snapshot; ``excludeTopics`` and ``excludeTopicPattern`` remove topics from the
+    selection. Brokers: ``excludeBrokers`` take no new replica (they keep theirs and stay out of the balance);
+    ``excludeLeaders`` lead no selected partition after the plan.
     """
 
     goal: Goal
@@ -94,6 +96,9 @@ class PlanRequest(_Document):
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
     exclude_topics: tuple[str, ...] = ()
+    exclude_topic_pattern: str | None = None
+    exclude_brokers: tuple[int, ...] = ()
+    exclude_leaders: tuple[int, ...] = ()
     replication_factor: int | None = Field(default=None, ge=1)
     tolerance: float = Field(default=0.05, gt=0.0, lt=1.0)
     rack_aware: bool = True

@@ -6,6 +6,8 @@ plain Python so that the rules are unit-tested without Spark:
 - *eligible* brokers take part after the change: alive, not being removed, and, for a ``Rebalance`` that names
   brokers, among those named. Only they send and receive replicas; any other broker keeps what it has.
 - *removed* brokers (``RemoveBrokers``) must end with nothing of the selected topics.
+- *excluded* brokers (``excludeBrokers``) are not eligible: they receive nothing and keep what they have.
+- *no leaders*: brokers (``excludeLeaders``) that must lead no selected partition after the plan.
 - *balancing*: whether replicas that need not move may move to even out the brokers. Every goal balances but a
   ``ReplicationFactor`` change, which only places the new replicas unless ``rebalanceExisting`` asks for more: growing
   a topic's replicas should copy the new replicas' bytes, not reshuffle the old ones; nor a ``DemoteBrokers``, which
@@ -38,6 +40,7 @@ class Cluster:
     # broker -> domain id for every known broker: a rack's index in rack mode, else the broker id.
     domain_of: dict[int, int]
     balancing: bool = True
+    no_leaders: frozenset[int] = frozenset()
 
     @property
     def domains(self) -> dict[int, tuple[int, ...]]:
@@ -83,6 +86,10 @@ class Cluster:
             eligible = alive & concerned
         else:
             eligible = alive
+        if request.goal is Goal.ADD_BROKERS and concerned & set(request.exclude_brokers):
+            raise PlanError(f"brokers {sorted(concerned & set(request.exclude_brokers))} are to be added and excluded "
+                            "at once: check 'excludeBrokers'")
+        eligible -= frozenset(request.exclude_brokers)
         if not eligible:
             raise PlanError("no alive broker is left to hold the replicas")
         rack_mode = (request.rack_aware and all(racks[b] is not None for b in eligible)
@@ -97,4 +104,4 @@ class Cluster:
         balancing = ((request.goal is not Goal.REPLICATION_FACTOR or request.rebalance_existing)
                      and request.goal is not Goal.DEMOTE_BROKERS)
         return cls(racks=racks, alive=alive, eligible=eligible, removed=removed, rack_mode=rack_mode,
-                   domain_of=domain_of, balancing=balancing)
+                   domain_of=domain_of, balancing=balancing, no_leaders=frozenset(request.exclude_leaders))

@@ -26,7 +26,7 @@ def _first() -> Column:
 
 
 def _able_followers(cluster: Cluster) -> Column:
-    eligible = members(cluster.eligible)
+    eligible = members(cluster.eligible - cluster.no_leaders)
     return F.filter(F.slice("replicas", 2, F.size("replicas")), lambda b: b.isNotNull()
                     & eligible.has(b)
                     & (F.array_contains("isr", b) | ~F.array_contains("original", b)))

@@ -39,7 +39,7 @@ from kpo.domain.plan_contract import (
 )
 from kpo.planner import leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
-from kpo.planner.demote import demote
+from kpo.planner.demote import demote, lead_elsewhere
 from kpo.planner.flow import handovers
 from kpo.planner.prepare import offline_partitions, to_state
 from kpo.planner.rounds import (
@@ -231,9 +231,10 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     if request.goal is Goal.DEMOTE_BROKERS:
         return _demotion(state, cluster, request, started, clock)
     min_rf, max_rf = selected_factors(state)
-    if max_rf > len(cluster.eligible):
-        raise PlanError(f"a selected partition needs {max_rf} replicas but only {len(cluster.eligible)} "
-                        f"brokers take part: {sorted(cluster.eligible)}")
+    holders = cluster.alive - cluster.removed  # excluded brokers keep their replicas: they count
+    if max_rf > len(holders):
+        raise PlanError(f"a selected partition needs {max_rf} replicas but only {len(holders)} "
+                        f"brokers can hold them: {sorted(holders)}")
     closed = rack_bound(cluster, min_rf)
     run = _Rounds(state, cluster, request, closed)
     initial = run.stats
@@ -247,6 +248,9 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
         run.relief(MAX_RELIEF_ROUNDS)
     if run.counts(MAX_COUNT_ROUNDS):
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
+        run.recount()
+    if cluster.no_leaders:
+        run.state = checkpoint(lead_elsewhere(run.state, cluster.no_leaders))
         run.recount()
     if cluster.balancing:  # without it, the preferred leaders stay too: nothing but the new replicas changes
         run.leaders(MAX_LEADER_ROUNDS)

@@ -34,6 +34,8 @@ def selection(request: PlanRequest) -> Column:
         chosen = F.lit(True)
     if request.exclude_topics:
         chosen = chosen & ~F.col("topic").isin(list(request.exclude_topics))
+    if request.exclude_topic_pattern:
+        chosen = chosen & ~F.col("topic").rlike(f"^(?:{request.exclude_topic_pattern})$")
     return chosen
 
 

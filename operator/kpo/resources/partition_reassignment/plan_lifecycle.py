@@ -128,6 +128,9 @@ def selected_topics(request: PlanRequest, topics: frozenset[str], *, allow_inter
         chosen = {t for t in topics if not t.startswith("__")}
     if not allow_internal:
         chosen -= set(INTERNAL_TOPICS)
+    if request.exclude_topic_pattern:
+        excluded = re.compile(request.exclude_topic_pattern)
+        chosen = {t for t in chosen if not excluded.fullmatch(t)}
     return chosen - set(request.exclude_topics)
 
 
@@ -161,6 +164,11 @@ def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal:
         if offline:
             problems.append(Problem("spec.plan.brokers", "UnknownBroker",
                                     f"broker(s) {offline} to add are not live brokers (live: {live})"))
+    both = sorted(set(request.brokers) & set(request.exclude_brokers)) if request.goal is Goal.ADD_BROKERS else []
+    if both:
+        problems.append(Problem("spec.plan.excludeBrokers", "ExcludedBrokerToAdd",
+                                f"broker(s) {both} are to be added and in excludeBrokers at once: a broker to add "
+                                "must take replicas"))
     if request.goal is Goal.DEMOTE_BROKERS:
         listed = {b for tp, s in view.partitions.items() if tp.topic in selected for b in s.replicas}
         unknown = [b for b in request.brokers if b not in view.brokers and b not in listed]

@@ -53,6 +53,8 @@ def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
     assert plan is not None
     return PlanRequest(goal=Goal(plan.goal.value), brokers=tuple(plan.brokers or ()), topics=tuple(plan.topics or ()),
                        topic_pattern=plan.topic_pattern, exclude_topics=tuple(plan.exclude_topics or ()),
+                       exclude_topic_pattern=plan.exclude_topic_pattern,
+                       exclude_brokers=tuple(plan.exclude_brokers), exclude_leaders=tuple(plan.exclude_leaders),
                        replication_factor=plan.replication_factor,
                        # The API allows a tolerance of 1 (anything goes); the job's contract wants it below 1.
                        tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware,

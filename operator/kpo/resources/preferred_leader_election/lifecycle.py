@@ -57,6 +57,12 @@ is out of sync) do not fail a run — retrying at once would not help, a schedul
 ``status.lastRun.failures``, reported in a Warning Event, and ``Ready``'s reason is ``PartitionsRefused`` instead of
 ``Elected``.
 
+Excluded leaders (``excludeLeaders``): a selected partition whose preferred replica is on one of these brokers is
+left out of the request and counted in ``status.lastRun.excluded`` — electing it would make that broker its leader,
+which is what the exclusion is for (a broker about to be serviced, or one that was demoted with a DemoteBrokers plan
+whose election another resource re-runs). When every selected partition is left out, the selection matches nothing
+(reason NothingSelected, as above). With exclusions, a selection of every partition is sent as an explicit list.
+
 Counting a run: ``elected`` are the partitions whose leader changed, ``alreadyPreferred`` those Kafka answered
 ELECTION_NOT_NEEDED for (for an Unclean election: partitions that have a leader, so there was nothing to recover),
 ``failed`` the rest. When the selection is every partition of the cluster, kpo sends ElectLeaders without a partition
@@ -171,6 +177,8 @@ class Intent:
     unclean: bool = False
     interval: timedelta | None = None
     after: str | None = None
+    # Brokers not to make leaders: partitions whose preferred replica is on one are left out.
+    exclude_leaders: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -226,11 +234,15 @@ class Run:
     refused: KafkaRefusal | None = None
     # Kafka could not be reached: the run did not happen and is retried.
     unavailable: str | None = None
+    # Selected partitions left out because their preferred replica is on an excluded broker.
+    excluded: int = 0
 
     @property
     def summary(self) -> str:
         counts = (f"elected {len(self.elected)}, already preferred {self.already_preferred}, "
                   f"refused {len(self.failures)} of {self.selected} selected partition(s)")
+        if self.excluded:
+            counts += f"; {self.excluded} left out (preferred replica on a broker in excludeLeaders)"
         if self.refused is not None:
             return f"Kafka refused the election request: {self.refused} ({counts})"
         if self.failures:
@@ -248,6 +260,8 @@ class Decision:
     election: Election | None = None
     # The partitions the run covers, as DescribeTopics reported them (for counting an ElectLeaders-for-all answer).
     selected: tuple[TopicPartition, ...] = ()
+    # Selected partitions left out of the election: their preferred replica is on a broker in excludeLeaders.
+    excluded: int = 0
     next_run_at: datetime | None = None
     run: Run | None = None
     runs: int = 0
@@ -299,6 +313,7 @@ def finish(intent: Intent, memory: Memory, electing: Decision, run: Run) -> Deci
                          events=(Event("Warning", KAFKA_UNAVAILABLE, f"will retry: {run.unavailable}"),))
         _check(Phase.ELECTING, decision.phase)
         return decision
+    run = replace(run, excluded=electing.excluded)
     scheduled = intent.interval is not None
     next_run_at = run.started_at + intent.interval if intent.interval is not None else None
     if run.refused is not None:
@@ -416,11 +431,27 @@ def _select(intent: Intent, view: ClusterView, now: datetime) -> Decision:
         next_run_at = now + intent.interval
         return Decision(Phase.SCHEDULED, NOTHING_SELECTED, f"{message}; trying again at {rfc3339(next_run_at)}",
                         next_run_at=next_run_at)
-    everything = intent.selection.kind is SelectionKind.ALL
+    excluded = [tp for tp in selected if _preferred(view, tp) in intent.exclude_leaders]
+    if excluded:
+        selected = [tp for tp in selected if _preferred(view, tp) not in intent.exclude_leaders]
+        if not selected:
+            return Decision(Phase.INVALID if intent.interval is None else Phase.SCHEDULED, NOTHING_SELECTED,
+                            f"every one of the {len(excluded)} selected partition(s) has its preferred replica on a "
+                            f"broker in excludeLeaders {sorted(intent.exclude_leaders)}; nothing was sent to Kafka",
+                            excluded=len(excluded),
+                            next_run_at=now + intent.interval if intent.interval is not None else None)
+    # Without a partition list Kafka elects every partition: with exclusions the list must be explicit.
+    everything = intent.selection.kind is SelectionKind.ALL and not excluded
     kind = "unclean" if intent.unclean else "preferred"
-    return Decision(Phase.ELECTING, "Electing", f"{kind} election for {len(selected)} partition(s)",
+    left_out = f", {len(excluded)} left out (preferred replica in excludeLeaders)" if excluded else ""
+    return Decision(Phase.ELECTING, "Electing", f"{kind} election for {len(selected)} partition(s){left_out}",
                     election=Election(None if everything else tuple(selected), unclean=intent.unclean),
-                    selected=tuple(selected))
+                    selected=tuple(selected), excluded=len(excluded))
+
+
+def _preferred(view: ClusterView, tp: TopicPartition) -> int | None:
+    replicas = view.partitions[tp].replicas
+    return replicas[0] if replicas else None
 
 
 # -------------------------------------------------------------------------------------------------------- helpers

@@ -33,4 +33,5 @@ def selection_of(spec: PreferredLeaderElectionSpec) -> Selection:
 def intent_of(spec: PreferredLeaderElectionSpec, generation: int) -> Intent:
     return Intent(generation=generation, selection=selection_of(spec),
                   unclean=spec.election_type is ElectionType.UNCLEAN,
-                  interval=spec.schedule.every if spec.schedule is not None else None, after=spec.after)
+                  interval=spec.schedule.every if spec.schedule is not None else None, after=spec.after,
+                  exclude_leaders=frozenset(spec.exclude_leaders))

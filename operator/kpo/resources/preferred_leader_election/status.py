@@ -36,7 +36,7 @@ def run_of(run: Run) -> ElectionRun:
     failures = sorted(run.failures.items())[:FAILURES_CAP]
     return ElectionRun(
         started_at=run.started_at, finished_at=run.finished_at, elected=len(run.elected),
-        already_preferred=run.already_preferred, failed=len(run.failures),
+        already_preferred=run.already_preferred, failed=len(run.failures), excluded=run.excluded,
         failures=[PartitionFailure(topic=tp.topic, partition=tp.partition, reason=refusal.code or "Unknown",
                                    message=refusal.message) for tp, refusal in failures],
         elected_partitions=[str(tp) for tp in run.elected[:ELECTED_PARTITIONS_CAP]])
