@@ -63,7 +63,7 @@ def test_schema_closes_every_object_of_the_kafka_connection() -> None:
 
 
 def test_values_name_the_defaults_the_operator_uses() -> None:
-    from kpo.config import ExecutionDefaults, OperatorConfig, RefillConfig  # noqa: PLC0415
+    from kpo.config import BalanceScoreConfig, ExecutionDefaults, OperatorConfig, RefillConfig  # noqa: PLC0415
 
     v = values()
     defaults = OperatorConfig()
@@ -71,6 +71,7 @@ def test_values_name_the_defaults_the_operator_uses() -> None:
     assert v["operator"]["execution"] == ExecutionDefaults().model_dump(by_alias=True)
     assert v["operator"]["refill"] == RefillConfig().model_dump(by_alias=True)
     assert v["metrics"]["port"] == defaults.metrics_port
+    assert v["metrics"]["balanceScore"] == BalanceScoreConfig().model_dump(by_alias=True)
     assert v["planner"]["backend"] == "local"
 
 

@@ -18,6 +18,7 @@ import kopf
 from kubernetes import client, config
 
 from kpo import metrics
+from kpo.cluster_balance import ClusterBalanceSampler
 from kpo.config import OperatorConfig
 from kpo.k8s.outage import RepeatedRequestErrors
 from kpo.persistence import DigestDiffBaseStorage
@@ -79,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
         metrics.serve(metrics_port, clusters=operator_config.clusters,
                       stale_after=max(120.0, 10 * operator_config.poll_interval_seconds))
     context = OperatorContext(config=operator_config, api=kubernetes_client())
+    balance = operator_config.balance_score
+    sampler = None
+    if metrics_port and balance.interval_seconds > 0 and operator_config.clusters:
+        # The kpo_cluster_* balance gauges: a background thread, through the same Kafka adapters as the ticks.
+        sampler = ClusterBalanceSampler(operator_config.clusters, balance.interval_seconds, kafka=context.kafka,
+                                        forget=context.forget_kafka, sink=metrics.BALANCES,
+                                        topics_per_request=balance.topics_per_request)
+        sampler.start()
     registry = kopf.OperatorRegistry()
     kopf.on.startup(id="kpo_settings", registry=registry)(configure)
     # The same credentials the kubernetes client found (service account in a pod, else KUBECONFIG).
@@ -98,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
         ))
     finally:
+        if sampler is not None:
+            sampler.stop()
         context.close()
     return 0
 

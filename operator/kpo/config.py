@@ -119,6 +119,16 @@ class RefillConfig(_Model):
     max_watching_ticks: int = Field(default=4, ge=1, description="Ticks that may watch at the same time.")
 
 
+class BalanceScoreConfig(_Model):
+    """The cluster balance score (:mod:`kpo.cluster_balance`): every configured cluster is sampled with
+    DescribeCluster, DescribeTopics and DescribeLogDirs every ``intervalSeconds`` and exported as the
+    ``kpo_cluster_*`` gauges; 0 turns sampling off."""
+
+    interval_seconds: float = Field(default=60.0, ge=0, description="Seconds between two samples of a cluster; 0: off.")
+    topics_per_request: int = Field(default=200, ge=1, description="Topics per DescribeTopics and DescribeLogDirs "
+                                    "request of a sample (the operator's other Kafka calls go in between).")
+
+
 class ResourcesSpec(_Model):
     cores: int = Field(default=1, ge=1)
     memory: str = "1g"
@@ -163,6 +173,7 @@ class OperatorConfig(_Model):
     poll_interval_seconds: float = Field(default=2.0, gt=0)
     execution: ExecutionDefaults = ExecutionDefaults()
     refill: RefillConfig = RefillConfig()
+    balance_score: BalanceScoreConfig = BalanceScoreConfig()
     namespace: str = Field(default="default", description="The operator's own namespace (Secrets are read here).")
     metrics_port: int = 8080
     planner: PlannerConfig = PlannerConfig()

@@ -37,6 +37,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from kpo.api import InFlightMove, PartitionReassignmentStatus, Progress, StatusBase, kind_named
+from kpo.domain.balance_score import BalanceScore
 from kpo.domain.conditions import Event
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
@@ -163,6 +164,76 @@ class ResourceStates(Collector):
 
 STATES = ResourceStates()
 REGISTRY.register(STATES)
+
+
+#: The ``kpo_cluster_*`` balance gauges: name suffix, help, and how to read it from a score.
+_BALANCE_GAUGES: tuple[tuple[str, str, Callable[[BalanceScore], float]], ...] = (
+    ("broker_bytes_max_over_mean", "Bytes on the fullest live broker over the mean of the live brokers "
+     "(DescribeLogDirs, internal topics left out).", lambda s: s.bytes.max_over_mean),
+    ("broker_bytes_min_over_mean", "Bytes on the emptiest live broker over the mean of the live brokers.",
+     lambda s: s.bytes.min_over_mean),
+    ("replicas_max_over_mean", "Replicas on the busiest live broker over the mean (DescribeTopics).",
+     lambda s: s.replicas.max_over_mean),
+    ("replicas_min_over_mean", "Replicas on the least busy live broker over the mean.",
+     lambda s: s.replicas.min_over_mean),
+    ("leaders_max_over_mean", "Partition leaders on the busiest live broker over the mean.",
+     lambda s: s.leaders.max_over_mean),
+    ("leaders_min_over_mean", "Partition leaders on the least busy live broker over the mean.",
+     lambda s: s.leaders.min_over_mean),
+    ("rack_spread_violations", "Partitions whose replicas sit in fewer racks than min(replicas, racks of live "
+     "brokers) (the planner's rack-violation rule).", lambda s: s.rack_violations),
+    ("balance_brokers", "Live brokers the balance score is over.", lambda s: s.brokers),
+    ("balance_partitions", "Partitions the balance score counted (internal topics left out).",
+     lambda s: s.partitions),
+)
+
+
+class ClusterBalances(Collector):
+    """The last balance sample of each Kafka cluster (:mod:`kpo.cluster_balance`), per-broker numbers only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scores: dict[str, tuple[BalanceScore, float]] = {}
+        self._up: dict[str, bool] = {}
+
+    def sampled(self, cluster: str, score: BalanceScore, at: float) -> None:
+        with self._lock:
+            self._scores[cluster] = (score, at)
+            self._up[cluster] = True
+
+    def failed(self, cluster: str) -> None:
+        with self._lock:
+            self._up[cluster] = False
+
+    def clear(self) -> None:
+        with self._lock:
+            self._scores.clear()
+            self._up.clear()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            scores, up = dict(self._scores), dict(self._up)
+        families = []
+        for suffix, text, read in _BALANCE_GAUGES:
+            family = GaugeMetricFamily(f"kpo_cluster_{suffix}", text, labels=["cluster"])
+            for cluster, (score, _) in sorted(scores.items()):
+                family.add_metric([cluster], float(read(score)))
+            families.append(family)
+        sampled = GaugeMetricFamily("kpo_cluster_balance_sampled_timestamp_seconds",
+                                    "When the last successful balance sample of the cluster began (Unix time).",
+                                    labels=["cluster"])
+        for cluster, (_, at) in sorted(scores.items()):
+            sampled.add_metric([cluster], at)
+        healthy = GaugeMetricFamily("kpo_cluster_balance_up", "1 when the last balance sample of the cluster "
+                                    "succeeded, 0 when it failed (the other gauges keep the last good sample).",
+                                    labels=["cluster"])
+        for cluster, ok in sorted(up.items()):
+            healthy.add_metric([cluster], 1.0 if ok else 0.0)
+        yield from (*families, sampled, healthy)
+
+
+BALANCES = ClusterBalances()
+REGISTRY.register(BALANCES)
 
 
 def serve(port: int, clusters: Collection[str] = (), stale_after: float = 300.0, address: str = "0.0.0.0") -> bool:
@@ -325,8 +396,10 @@ def reconcile(kind: str, uid: str, *, status: Mapping[str, Any], patch: Mapping[
 
 
 __all__ = [
+    "BALANCES",
     "REGISTRY",
     "STATES",
+    "ClusterBalances",
     "ResourceStates",
     "Scope",
     "Snapshot",

@@ -101,6 +101,9 @@ refill:
   maxWatchingTicks: {{ .Values.operator.refill.maxWatchingTicks }}
 namespace: {{ .Release.Namespace | quote }}
 metricsPort: {{ .Values.metrics.port }}
+balanceScore:
+  intervalSeconds: {{ .Values.metrics.balanceScore.intervalSeconds }}
+  topicsPerRequest: {{ .Values.metrics.balanceScore.topicsPerRequest }}
 {{- end -}}
 
 {{/* The planner's settings (KPO_PLANNER_CONFIG). */}}

@@ -54,6 +54,37 @@ from kpo.kafka.admin import KafkaAuthenticationFailed, KafkaRequestRefused, Kafk
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class RepeatedLibrdkafkaLines(logging.Filter):
+    """librdkafka logs every failed connection attempt (ten a second to a dead bootstrap node, from each new client):
+    let each distinct line through once per ``window`` seconds, however many clients repeat it. The client's name
+    (``rdkafka#producer-7``) and the milliseconds in a line do not make it distinct; what failed, and where, does."""
+
+    _VARYING = re.compile(r"rdkafka#\S+|\d+ms")
+
+    def __init__(self, window: float = 600.0, clock: Callable[[], float] = time.monotonic,
+                 remembered: int = 256) -> None:
+        super().__init__()
+        self._window, self._clock, self._remembered = window, clock, remembered
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = self._VARYING.sub("", record.getMessage())
+        with self._lock:
+            now = self._clock()
+            if now - self._last.get(key, float("-inf")) < self._window:
+                return False
+            if len(self._last) >= self._remembered:
+                self._last = {k: t for k, t in self._last.items() if now - t < self._window}
+            self._last[key] = now
+            return True
+
+
+#: The logger librdkafka writes to (each adapter hands it to its client), filtered once here.
+LIBRDKAFKA_LOG = logging.getLogger("kpo.librdkafka")
+LIBRDKAFKA_LOG.addFilter(RepeatedLibrdkafkaLines())
 # One refused connection, then a fresh client with fresh metadata; a third try would be the next tick's.
 _CONTROLLER_ATTEMPTS = 2
 
@@ -187,7 +218,7 @@ class KafkaAdminAdapter:
     def __init__(self, settings: ConnectionSettings, *, on_login_refused: Callable[[], str] | None = None,
                  on_login: Callable[[], None] | None = None) -> None:
         self.settings = settings
-        quiet = logging.getLogger("kpo.librdkafka")
+        quiet = LIBRDKAFKA_LOG
         self._auth_errors: list[KafkaError] = []
         conf: dict[str, Any] = {**settings.confluent(), "error_cb": self._on_error}
         self._ck: AdminClient | None = AdminClient(conf, logger=quiet)
