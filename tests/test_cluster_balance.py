@@ -163,3 +163,18 @@ def test_librdkafka_connection_failures_are_said_once_per_window() -> None:
     assert passes(fail.replace("127.0.0.1:1", "127.0.0.1:2").format(n=3, ms=0))  # another node: said
     clock.now += 601
     assert passes(fail.format(n=60, ms=0))
+
+
+def test_the_example_alerts_name_only_gauges_kpo_exports() -> None:
+    import re  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    rules = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
+                            / "kpo-balance-alerts.yaml").read_text())
+    balances = ClusterBalances()
+    balances.sampled("default", sample(cluster()), at=1.0)
+    exported = {m.name for m in balances.collect()}
+    named = {n for g in rules["spec"]["groups"] for r in g["rules"] for n in re.findall(r"kpo_\w+", r["expr"])}
+    assert named and named <= exported, named - exported
