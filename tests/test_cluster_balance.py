@@ -99,7 +99,8 @@ class Sink:
 
 
 def test_an_outage_is_said_once_backs_off_and_its_end_is_said(caplog: pytest.LogCaptureFixture) -> None:
-    kafka, clock, sink, forgotten = cluster(), Clock(), Sink(), []
+    kafka, clock, sink = cluster(), Clock(), Sink()
+    forgotten: list[str] = []
 
     def adapter(name: str) -> KafkaAdmin:
         assert name == "default"
