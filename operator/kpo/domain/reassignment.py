@@ -118,14 +118,24 @@ def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.part
 
 def settled(ongoing: Mapping[TopicPartition, OngoingReassignment], partitions: Mapping[TopicPartition, PartitionState]
             ) -> dict[TopicPartition, OngoingReassignment]:
-    """The moves listed by ListPartitionReassignments that DescribeTopics, read *after* it, still shows under way.
+    """The moves listed by ListPartitionReassignments, less those DescribeTopics, read *after* it, shows finished.
 
-    While a move runs, Kafka's replica list for the partition is exactly the move's replicas (target plus removing),
-    so both reads give the same set. A partition whose list differs was finished (or cancelled) between the two
-    reads: its entry is stale and is dropped, so the later read decides (at its target: completed).
+    While a move runs, Kafka's replica list for the partition is exactly the move's replicas (target plus removing).
+    A partition DescribeTopics shows on the move's target alone (the replicas being removed gone) finished between
+    the two reads: its entry is stale and is dropped, so the later read decides (at its target: completed).
+
+    Any other difference keeps the entry: the list comes from the controller, DescribeTopics from a broker's metadata
+    cache, which can lag (a broker just restarted showed a move started seconds before on its original replicas).
+    Dropping such an entry freed the move's brokers for the scheduler while the move ran on: two moves on one broker
+    under ``maxMovesPerBroker: 1`` (e2e, refill between polls after a broker restart). Kept, a move cancelled between
+    the two reads counts as in flight for one more pass, which only holds a slot a moment longer.
     """
     return {tp: move for tp, move in ongoing.items()
-            if tp in partitions and set(partitions[tp].replicas) == set(move.replicas)}
+            if tp in partitions and not _finished(move, set(partitions[tp].replicas))}
+
+
+def _finished(move: OngoingReassignment, replicas: set[int]) -> bool:
+    return replicas == set(move.target) != set(move.replicas)
 
 
 @dataclass(frozen=True)
