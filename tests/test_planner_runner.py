@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from kpo.domain.model import TopicPartition
-from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner
+from kpo.planner.runner import DRIVER_JAVA_OPTIONS, LocalSparkConfig, LocalSparkRunner
 
 DATA = Path(__file__).parent / "data" / "planner"
 RUNNER = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory="1g", timeout_seconds=300,
@@ -54,3 +54,16 @@ def test_a_job_past_its_timeout_is_ended_with_its_children(tmp_path: Path) -> No
         pass
     else:
         raise AssertionError("the job's process group is still alive")
+
+
+def _conf(command: list[str]) -> dict[str, str]:
+    pairs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def test_the_driver_jvm_runs_with_the_planners_java_options_unless_the_conf_sets_its_own(tmp_path: Path) -> None:
+    default = _conf(LocalSparkRunner().command(tmp_path / "in", tmp_path / "out"))
+    assert default["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS
+    assert "-XX:TieredStopAtLevel=1" in DRIVER_JAVA_OPTIONS.split()
+    own = LocalSparkRunner(LocalSparkConfig(conf={"spark.driver.extraJavaOptions": "-Xss4m"}))
+    assert _conf(own.command(tmp_path / "in", tmp_path / "out"))["spark.driver.extraJavaOptions"] == "-Xss4m"

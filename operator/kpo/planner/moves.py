@@ -53,7 +53,10 @@ def _per_domain_floor(cluster: Cluster) -> Column:
 def _short_of_a_rack(cluster: Cluster, occupied: Column) -> Column:
     """Whether some rack holds fewer of the row's partition's replicas (among ``occupied``) than the even share."""
     least = _per_domain_floor(cluster)
-    return F.exists(int_array(cluster.domains), lambda d: F.size(F.filter(occupied, lambda o: o == d)) < least)
+    # No rack can be short while the even share is zero (fewer replicas than racks): skip the scan of every rack.
+    return F.when(least > 0, F.exists(int_array(cluster.domains),
+                                      lambda d: F.size(F.filter(occupied, lambda o: o == d)) < least)
+                  ).otherwise(F.lit(False))
 
 
 def _open(cluster: Cluster, candidates: Column, occupied: Column) -> Column:
@@ -162,17 +165,18 @@ def pick_movers(reps: DataFrame, plan: RoundPlan, cluster: Cluster, round_no: in
         rank = F.abs(F.log1p(F.col("size").cast("double")) - F.log1p(wanted))
     else:
         rank = F.col("size").cast("double")  # a count round moves the smallest replicas: fewest bytes
-    by_sender = Window.partitionBy("broker").orderBy("rank", "tiebreak", "topic", "partition", "slot").rowsBetween(
-        *_ROWS)
-    optional = (reps.filter(F.col("movable") & out[F.col("broker")].isNotNull() & can_go)
-                .withColumn("weight", weight).withColumn("rank", rank).withColumn("tiebreak", tiebreak)
-                .withColumn("filled", F.sum("weight").over(by_sender))
-                .filter(F.col("filled") - F.col("weight") / 2 < out[F.col("broker")]))
+    # Forced replicas (a byte round only) come along in the same scan of the replicas; the window's partitions keep
+    # them apart from the optional ones, which alone are ranked against their sender's quota.
+    by_sender = Window.partitionBy("forced", "broker").orderBy("rank", "tiebreak", "topic", "partition", "slot"
+                                                               ).rowsBetween(*_ROWS)
+    optional = F.col("movable") & out[F.col("broker")].isNotNull() & can_go
+    forced = F.col("forced") if plan.unit == "bytes" else F.lit(False)
     columns = ["topic", "partition", "slot", "broker", "size", "replicas", "forced", "weight"]
-    chosen = optional.select(*columns)
-    if plan.unit == "bytes":
-        chosen = chosen.unionByName(reps.filter("forced").withColumn("weight", weight).select(*columns))
-    return chosen
+    return (reps.filter(optional | forced)
+            .withColumn("weight", weight).withColumn("rank", rank).withColumn("tiebreak", tiebreak)
+            .withColumn("filled", F.sum("weight").over(by_sender))
+            .filter(forced | (F.col("filled") - F.col("weight") / 2 < out[F.col("broker")]))
+            .select(*columns))
 
 
 def _capacities(cluster: Cluster, into: Mapping[int, float]) -> tuple[dict[int, list[float]], dict[int, float]]:

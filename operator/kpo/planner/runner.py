@@ -30,6 +30,13 @@ from kpo.planner.workdir import read_output
 
 STDERR_TAIL_LINES = 40
 
+# The driver JVM of a planning job (1M replicas: about a minute) spent more CPU compiling than planning: Spark
+# generates new classes for every query of every round, and the optimising JIT (C2) compiled ~30,000 methods (9 min
+# of compiler thread time under load, JFR), G1 added ~20 s of pauses at 1g. With the client compiler only and the
+# parallel collector the same plan took 72 CPU seconds instead of 138 (bench/planner/RESULTS.md). A ``spark_conf``
+# that sets ``spark.driver.extraJavaOptions`` replaces these.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+
 
 def pyspark_home() -> Path:
     spec = importlib.util.find_spec("pyspark")
@@ -158,7 +165,8 @@ class LocalSparkRunner:
     def command(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planner.job",
                 extra_args: tuple[str, ...] = ()) -> list[str]:
         cfg = self.config
-        conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **cfg.conf}
+        conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS, **cfg.conf}
         confs = [arg for key, value in sorted(conf.items()) for arg in ("--conf", f"{key}={value}")]
         return [str(pyspark_home() / "bin" / "spark-submit"), "--master", cfg.master,
                 "--driver-memory", cfg.driver_memory, *confs, str(job_script(module)),
