@@ -1,6 +1,6 @@
 """Execution benchmark: kpo's scheduler against all-at-once and batch-with-barrier on the same move sets.
 
-Three ways to run one reassignment, each simulated with the fluid model of `bench.fluid`:
+Three ways to run one reassignment, each simulated with the fluid model of `kpo.domain.fluid`:
 
 - **kpo**: `kpo.domain.scheduling.moves_to_start`, the operator's own decision function, called at t = 0, at the
   first poll after every completion, and between polls as the operator's refill does: after every poll and pass,
@@ -25,19 +25,19 @@ seeded and deterministic (only the wall-time column varies).
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from bench.fluid import SimMove, SimResult, Starter, Watcher, floor, floor_with_writes, simulate
 from bench.scenarios import THROTTLE, PlannedMove, Scenario, all_scenarios
+from kpo.domain.estimate import SchedulerRun, refill_watcher, scheduler_run
+from kpo.domain.fluid import SimMove, SimResult, Starter, floor, floor_with_writes, simulate
 from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import TopicPartition
-from kpo.domain.refill import Elapsed, RefillPolicy, Work, next_probe
-from kpo.domain.scheduling import Execution, Limits, Move, Owner, SchedulerConfig, moves_to_start
+from kpo.domain.refill import RefillPolicy
+from kpo.domain.scheduling import Execution, Limits, Move, Owner, SchedulerConfig
 
 
 def sim_move(planned: PlannedMove, index: int) -> SimMove:
@@ -57,35 +57,24 @@ class Refill:
 class KpoRunner:
     """kpo in the simulator: the scheduler's starter, and the watcher of its refill between polls."""
 
-    start: Starter
-    waiting: Callable[[], int]
+    run: SchedulerRun
     throttle: float
 
-    def watcher(self, refill: Refill) -> Watcher | None:
-        policy = refill.policy
-        if policy is None:
-            return None
-
-        def watch(since_poll: float, since_pass: float, quiet: int, left: dict[int, float]) -> float | None:
-            work = Work(in_flight={TopicPartition("sim", index): bytes_left for index, bytes_left in left.items()},
-                        waiting=self.waiting(), throttle=self.throttle)
-            return next_probe(work, Elapsed(since_poll, since_pass, refill.pass_seconds, quiet), policy)
-
-        return watch
-
     def simulate(self, throttle: float, poll_interval: float, refill: Refill) -> SimResult:
-        return simulate(self.start, throttle, poll_interval, self.watcher(refill), refill.pass_seconds)
+        watch = refill_watcher(self.run, refill.policy, self.throttle, refill.pass_seconds)
+        return simulate(self.run.start, throttle, poll_interval, watch, refill.pass_seconds)
 
 
 def kpo_starter(
     scenario: Scenario, limits: Limits, catch_up_headroom: float = 2.0, knows_write_rates: bool = True
 ) -> KpoRunner:
-    """Feeds the scheduler the pending and running moves on every call, as the operator does.
+    """Feeds the scheduler the pending and running moves on every call, as the operator does
+    (:func:`kpo.domain.estimate.scheduler_run`, which the operator's estimates use too).
 
     With the Incremental strategy a partition's move is the chain of its KIP-455 submissions (`kip455_submissions`),
     and only the next step of each chain is pending, once the previous one has ended: the operator asks the scheduler
     for one step at a time too. Without `knows_write_rates` every move reports a write rate of 0, so the catch-up guard
-    never holds one back.
+    never holds one back (the model still writes at the scenario's rates).
     """
     owners = [
         Owner(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=cr), "bench", f"cr-{cr}")
@@ -96,16 +85,13 @@ def kpo_starter(
         for owner, order in zip(owners, scenario.orders, strict=True)
     }
     config = SchedulerConfig(catch_up_headroom=catch_up_headroom)
-    sim_of: dict[Move, SimMove] = {}
-    later_steps: dict[Move, Move] = {}
-    pending: list[Move] = []
+    planned_of: dict[Move, PlannedMove] = {}
+    chains: list[list[Move]] = []
     for planned in scenario.moves:
         submissions = kip455_submissions(planned.current, planned.target) if scenario.incremental else [planned.target]
-        chain = []
+        steps = []
         current = planned.current
         for target in submissions:
-            step = PlannedMove(planned.cr, planned.position, planned.partition, current, target, planned.size,
-                               planned.write_rate)
             move = Move(
                 owner=owners[planned.cr],
                 partition=TopicPartition(f"topic-{planned.cr}", planned.partition),
@@ -115,32 +101,13 @@ def kpo_starter(
                 position=planned.position,
                 write_rate=planned.write_rate if knows_write_rates else 0.0,
             )
-            sim_of[move] = sim_move(step, len(sim_of))
-            chain.append(move)
+            planned_of[move] = PlannedMove(planned.cr, planned.position, planned.partition, current, target,
+                                           planned.size, planned.write_rate)
+            steps.append(move)
             current = target
-        later_steps.update(itertools.pairwise(chain))
-        pending.append(chain[0])
-    domain_of = {sim.index: move for move, sim in sim_of.items()}
-
-    in_flight: set[Move] = set()
-
-    def start(now: float, finished: list[SimMove], running: list[SimMove]) -> list[SimMove]:
-        nonlocal pending
-        in_flight.difference_update(domain_of[sim.index] for sim in finished)
-        pending += [later_steps[domain_of[sim.index]] for sim in finished if domain_of[sim.index] in later_steps]
-        chosen = moves_to_start(pending, [domain_of[move.index] for move in running], executions, config)
-        started = set(chosen)
-        in_flight.update(started)
-        pending = [move for move in pending if move not in started]
-        return [sim_of[move] for move in chosen]
-
-    def waiting() -> int:
-        # What a freed slot could start, as the operator counts it: moves not started yet, and Incremental steps in
-        # flight that are not their chain's last (a completion makes the next one pending). Moves that ended since
-        # the last pass are still counted in flight here, as the operator sees them until it looks.
-        return len(pending) + sum(1 for move in in_flight if move in later_steps)
-
-    return KpoRunner(start, waiting, scenario.throttle)
+        chains.append(steps)
+    run = scheduler_run(chains, executions, config, lambda move, index: sim_move(planned_of[move], index))
+    return KpoRunner(run, scenario.throttle)
 
 
 def all_at_once_starter(moves: Sequence[SimMove]) -> Starter:

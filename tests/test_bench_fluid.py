@@ -1,10 +1,11 @@
-"""The execution simulator's model of refill between polls (bench.fluid): a look that finds a move ended refills
+"""The execution simulator's model of refill between polls (kpo.domain.fluid): a look that finds a move ended refills
 one pass later; without looks the slot waits for the next poll."""
 
 from __future__ import annotations
 
 import pytest
-from bench.fluid import SimMove, simulate
+
+from kpo.domain.fluid import SimMove, simulate
 
 FIRST, SECOND = SimMove(0, 0, (1,), 64.0, 0.0), SimMove(1, 0, (1,), 64.0, 0.0)
 

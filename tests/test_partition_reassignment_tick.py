@@ -176,6 +176,17 @@ def test_a_planned_resource_is_routed_by_phase_generation_and_proposal(phase: Ph
     assert route(phase, generation, observed, proposal_current=current) == expected
 
 
+@pytest.mark.parametrize(("phase", "current", "expected"), [
+    (Phase.SUCCEEDED, True, Route(Step.EXECUTE)),  # stop (and revert) what the proposal did
+    (Phase.FAILED, True, Route(Step.EXECUTE)),
+    (Phase.SUCCEEDED, False, Route(Step.PLAN, Phase.PENDING)),  # the plan changed too: nothing of it ran
+    (Phase.PROPOSED, True, Route(Step.PLAN, Phase.PROPOSED)),  # not approved: nothing to revert
+])
+def test_a_stop_after_the_proposal_ran_is_the_executions_to_handle(phase: Phase, current: bool,
+                                                                   expected: Route) -> None:
+    assert route(phase, 2, 1, proposal_current=current, stop=True) == expected
+
+
 # ------------------------------------------------------------------------------------------------------- deletion
 
 

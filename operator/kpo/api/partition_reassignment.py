@@ -553,6 +553,10 @@ class Progress(StatusModel):
     percent: int = Field(default=0, ge=0, le=100, description="Completion in percent of bytesToMove (or partitions).")
     eta_seconds: int | None = Field(default=None, ge=0, description="Estimated seconds to completion.")
     started_at: AwareDatetime | None = Field(default=None, description="When the first move started.")
+    elapsed_seconds: int | None = Field(
+        default=None, ge=0, description="Seconds from the first move to kpo's last look; once finished, how long the "
+        "moves took (to set against proposal.estimatedSeconds)."
+    )
     summary: str = Field(default="", description='Completed/total partitions, e.g. "12/30" (the Progress column).')
 
 
@@ -587,6 +591,16 @@ class Proposal(StatusModel):
     replica_moves: int = Field(default=0, ge=0, description="Replicas created on a new broker.")
     bytes_to_move: int = Field(default=0, ge=0, description="Bytes to copy.")
     leader_changes: int = Field(default=0, ge=0, description="Partitions whose preferred leader changes.")
+    estimated_seconds: int | None = Field(
+        default=None, ge=0, description="How long the moves should take at execution.throttle under its order and "
+        "limits (kpo's scheduler on the fluid model of throttled replication, no writes assumed); compare with "
+        "progress.elapsedSeconds. Unset: see estimateNote."
+    )
+    estimate_floor_seconds: int | None = Field(
+        default=None, ge=0, description="The bound from the bytes alone: the busiest broker's bytes in or out over "
+        "the throttle. No schedule is faster."
+    )
+    estimate_note: str = Field(default="", description="What the estimate assumes, or why there is none.")
 
 
 class InFlightMove(StatusModel):

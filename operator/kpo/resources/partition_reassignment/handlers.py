@@ -25,7 +25,9 @@ from kpo.api import DeletionPolicy, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
-from kpo.domain.model import Replicas, TopicPartition
+from kpo.domain.estimate import Estimate, estimate, planned_moves
+from kpo.domain.model import ClusterView, Replicas, TopicPartition
+from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Owner
@@ -123,13 +125,15 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
         stored = context.proposals.load(tick.namespace, tick.name)
         current = stored[0] if stored is not None and stored[1] == plan_request(tick.spec) else None
         memory = memory_of(tick.status, {})
-        step = route(memory.phase, tick.generation, memory.observed_generation, proposal_current=current is not None)
+        step = route(memory.phase, tick.generation, memory.observed_generation, proposal_current=current is not None,
+                     stop=tick.spec.stop)
         if step.step is Step.IDLE:
             return None
         if step.step is Step.PLAN:
             return plan_reconciler.plan_tick(body=tick.body, phase=step.phase,
                                              intent=plan_intent_of(tick.spec, tick.generation), kafka=tick.kafka,
-                                             jobs=context.planning_jobs, proposals=context.proposals, now=tick.now)
+                                             jobs=context.planning_jobs, proposals=context.proposals, now=tick.now,
+                                             estimating=_estimating(tick))
         assert current is not None
         intent = replace(intent, targets={tp: Target(r) for tp, r in current.targets.items()})
     originals = context.rollbacks.load(tick.namespace, tick.name)
@@ -144,6 +148,23 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
         return outcome, reports[-1] if reports else None
 
     return refill.run(tick.body, originals, one_pass, probes=_probes(tick), watching=_watching(context), key=tick.key)
+
+
+def _estimating(tick: Tick) -> plan_reconciler.Estimating:
+    """How long a proposal of this resource should take: its execution settings, the cluster's scheduler limits,
+    the operator's poll interval and refill between polls."""
+    context = tick.context
+    owner = _owner(tick.key, str(tick.body["metadata"].get("creationTimestamp", "")))
+    config = context.scheduler(context.cluster_name(tick.spec.cluster_ref)).config
+    incremental = tick.spec.execution.strategy.value == "Incremental"
+    policy = _watching(context).policy
+
+    def estimating(proposal: Proposal, view: ClusterView) -> Estimate:
+        moves = planned_moves(proposal.targets, proposal.basis, view, owner)
+        return estimate(moves, execution_of(tick.spec), poll_interval=context.config.poll_interval_seconds,
+                        incremental=incremental, config=config, refill=policy)
+
+    return estimating
 
 
 def _watching(context: OperatorContext) -> refill.Watching:

@@ -98,16 +98,21 @@ _RUNNING = frozenset({Phase.EXECUTING, Phase.PAUSED, Phase.STOPPING, Phase.REVER
 _PLANNING = frozenset({Phase.PENDING, Phase.PLANNING, Phase.PROPOSED})
 
 
-def route(phase: Phase, generation: int, observed_generation: int, *, proposal_current: bool) -> Route:
+def route(phase: Phase, generation: int, observed_generation: int, *, proposal_current: bool,
+          stop: bool = False) -> Route:
     """Where a tick of a planned resource goes, from its phase and whether its stored proposal answers the current
     ``spec.plan`` (``proposal_current``).
 
     A terminal phase of the current generation follows its executed proposal (throttles may remain to be taken back)
     or rests; a running one goes on with its proposal; a new generation, or a plan changed while its proposal ran,
-    plans again from Pending (moves in flight are followed, not cancelled).
+    plans again from Pending (moves in flight are followed, not cancelled). One exception: ``stop`` set on a resource
+    whose proposal ran (a terminal phase, the same plan) goes to the execution's Pending, which stops — and with
+    ``onStop: Revert`` takes every partition back to the rollback ConfigMap's record — instead of planning anew.
     """
     if phase in TERMINAL and generation == observed_generation:
         return Route(Step.EXECUTE if proposal_current else Step.IDLE)
+    if stop and proposal_current and phase in TERMINAL:
+        return Route(Step.EXECUTE)
     if phase in _RUNNING and proposal_current:
         return Route(Step.EXECUTE)
     return Route(Step.PLAN, phase if phase in _PLANNING else Phase.PENDING)

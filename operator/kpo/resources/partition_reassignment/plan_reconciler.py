@@ -9,12 +9,14 @@ the proposal's targets out like explicit ones.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
+from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
@@ -74,8 +76,15 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = 
     return Snapshot(view=view, brokers=brokers, partitions=partitions)
 
 
+log = logging.getLogger(__name__)
+
+#: How long a proposal should take on this cluster as it is now (:func:`kpo.domain.estimate.estimate`).
+Estimating = Callable[[Proposal, ClusterView], Estimate]
+
+
 def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafka: KafkaAdmin, jobs: JobBackend,
-              proposals: ProposalKeeper, now: dt.datetime) -> Outcome[PlanningDecision]:
+              proposals: ProposalKeeper, now: dt.datetime, estimating: Estimating | None = None
+              ) -> Outcome[PlanningDecision]:
     status: Mapping[str, Any] = body.get("status") or {}
     meta = body["metadata"]
     stored = proposals.load(meta["namespace"], meta["name"])
@@ -97,7 +106,10 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
     if decision.phase is Phase.PROPOSED and job.proposal is not None and job.metrics is not None \
             and decision.proposal is job.proposal:
         name = proposals.save(body, job.proposal, intent.request, job.metrics, rfc3339(now))
-        new_status["proposal"] = proposal_status(job.proposal, job.metrics, name, now)
+        estimate = estimating(job.proposal, snap.view) if estimating is not None else None
+        log.info("%s/%s: proposal %s: %d partition(s), %d bytes; estimate %s", meta["namespace"], meta["name"],
+                 job.proposal.id, len(job.proposal.targets), job.metrics.bytes_to_move, estimate)
+        new_status["proposal"] = proposal_status(job.proposal, job.metrics, name, now, estimate)
         new_status["summary"] = summary_status(job.metrics)
     return Outcome(status=write(new_status), events=events, decision=decision)
 

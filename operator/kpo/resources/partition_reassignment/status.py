@@ -22,6 +22,7 @@ from kpo.api import PartitionReassignmentStatus
 from kpo.domain import conditions as cond
 from kpo.domain.claims import Claim
 from kpo.domain.clock import parse_rfc3339, rfc3339
+from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
@@ -139,6 +140,7 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
             status["progress"]["etaSeconds"] = eta
         if started:
             status["progress"]["startedAt"] = rfc3339(started)
+            status["progress"]["elapsedSeconds"] = int(elapsed)
     elif old_progress:
         status["progress"] = dict(old_progress)
     return write(status)
@@ -163,11 +165,21 @@ def throttle_status(journal: ThrottleJournal) -> dict[str, object] | None:
     return {"rate": data["rate"], "brokers": data["brokers"], "topics": data["topics"]}
 
 
-def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, now: dt.datetime) -> dict[str, Any]:
-    """``status.proposal``: what the user approves, by id."""
-    return {"id": proposal.id, "createdAt": rfc3339(now), "configMap": config_map,
-            "partitions": len(proposal.targets), "replicaMoves": metrics.replicas_to_move,
-            "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes}
+def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, now: dt.datetime,
+                    estimate: Estimate | None = None) -> dict[str, Any]:
+    """``status.proposal``: what the user approves, by id, and how long it should take."""
+    written: dict[str, Any] = {
+        "id": proposal.id, "createdAt": rfc3339(now), "configMap": config_map,
+        "partitions": len(proposal.targets), "replicaMoves": metrics.replicas_to_move,
+        "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes}
+    if estimate is not None:
+        written |= {"estimatedSeconds": _whole(estimate.seconds),
+                    "estimateFloorSeconds": _whole(estimate.floor_seconds), "estimateNote": estimate.note[:1024]}
+    return written
+
+
+def _whole(seconds: float | None) -> int | None:
+    return None if seconds is None else max(0, round(seconds))
 
 
 def summary_status(metrics: PlanMetrics) -> dict[str, Any]:

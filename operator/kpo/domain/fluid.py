@@ -1,5 +1,8 @@
 """A fluid model of throttled Kafka replica movement, for comparing ways to execute a reassignment.
 
+The bench (``make bench-exec``) compares schedules with it, and the operator estimates how long a proposal will take
+with it (:mod:`kpo.domain.estimate`), so the figure a user approves comes from the model the bench validates.
+
 The model, and why each part is there:
 
 - **Brokers and the throttle.** Every broker has `throttle` bytes/s of outgoing replication bandwidth (Kafka's
