@@ -1,0 +1,68 @@
+"""Scope filters on the real cluster (issue 16): a generated plan that leaves topics, a broker's disk and a broker's
+leadership alone, and a leader election that makes no excluded broker a leader."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition as KpTopicPartition
+
+from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
+from e2e.kube_support import Resources
+from e2e.reassignment_support import fill
+
+KPR = "PartitionReassignment"
+KPLE = "PreferredLeaderElection"
+pytestmark = pytest.mark.usefixtures("kpo_operator")
+
+
+def _leaders(admin: AdminClient, topic: str) -> dict[int, int]:
+    return {p: leader for p, (_, leader, _) in describe_topic(admin, topic).items()}
+
+
+def test_a_scoped_rebalance_keeps_excluded_topics_brokers_and_leaders_out(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
+    # Every replica of both topics on brokers 1 and 2, broker 1 first in half the lists; broker 3 holds none.
+    crowded = [[1, 2], [2, 1]] * 4
+    create_topic(kafka_admin, topic_name, 8, assignment=crowded)
+    logs = f"{topic_name}-logs"
+    create_topic(kafka_admin, logs, 4, assignment=[[1, 2]] * 4)
+    fill(bootstrap_servers, topic_name, list(range(8)))
+    fill(bootstrap_servers, logs, list(range(4)))
+    resources.create(KPR, "scoped", {
+        "plan": {"goal": "Rebalance", "topicPattern": f"{topic_name}.*", "excludeTopicPattern": ".*-logs",
+                 "excludeBrokers": [3], "excludeLeaders": [1]},
+        "approval": {"mode": "Automatic"}, "execution": {"electLeadersAfter": True}})
+    status = resources.wait_phase(KPR, "scoped", {"Succeeded", "Failed", "Invalid"}, timeout=240)
+    assert status["phase"] == "Succeeded", status
+    after = replicas_of(kafka_admin, topic_name)
+    assert all(3 not in replicas for replicas in after.values()), after
+    assert all(replicas[0] == 2 for replicas in after.values()), after
+    assert replicas_of(kafka_admin, logs) == {p: [1, 2] for p in range(4)}, "excluded by pattern"
+    wait_for(lambda: set(_leaders(kafka_admin, topic_name).values()) == {2}, 30, "broker 2 to lead every partition")
+    assert status["summary"]["bytesToMove"] == 0, "only the order of the lists changed"
+
+
+def test_an_election_makes_no_excluded_broker_a_leader(kafka_admin: AdminClient, bootstrap_servers: str,
+                                                      topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 4, assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 3, 2]])
+    wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: 1, 1: 2, 2: 3, 3: 1}, 30, "preferred leaders")
+    # Reorder the lists (no data moves): the leaders stay, the preferred replicas change.
+    reordered = {0: [2, 1, 3], 1: [3, 2, 1], 2: [2, 3, 1], 3: [3, 1, 2]}
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        admin.alter_partition_reassignments({KpTopicPartition(topic_name, p): r for p, r in reordered.items()})
+    finally:
+        admin.close()
+    wait_for(lambda: replicas_of(kafka_admin, topic_name) == reordered, 60, "the reordered lists")
+    assert _leaders(kafka_admin, topic_name) == {0: 1, 1: 2, 2: 3, 3: 1}
+
+    resources.create(KPLE, "not-2", {"topics": [topic_name], "excludeLeaders": [2]})
+    status = resources.wait_phase(KPLE, "not-2", {"Succeeded", "Failed", "Invalid"}, timeout=60)
+    assert status["phase"] == "Succeeded", status
+    run = status["lastRun"]
+    assert (run["elected"], run["excluded"], run["failed"]) == (2, 2, 0), run
+    assert sorted(run["electedPartitions"]) == [f"{topic_name}-1", f"{topic_name}-3"]
+    wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: 1, 1: 3, 2: 3, 3: 3}, 30,
+             "partitions 1 and 3 led by broker 3, partitions 0 and 2 left as they were")
