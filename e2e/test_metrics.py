@@ -122,7 +122,9 @@ def test_metrics_during_a_reassignment(testbed: Testbed, plane: ControlPlane, ka
             assert moved >= 500_000
             assert after['kpo_bytes_moved_total{cluster="default",kind="PartitionReassignment"}'] == moved
             assert after['kpo_phase_transitions_total{kind="PartitionReassignment",phase="Succeeded"}'] == 1
-            assert after['kpo_reconcile_duration_seconds_count{kind="PartitionReassignment"}'] >= 3
+            # The first tick submits and, refilling between polls (on by default), may watch the move to its end: two
+            # ticks at least (that one and the one that says Succeeded), not one per poll.
+            assert after['kpo_reconcile_duration_seconds_count{kind="PartitionReassignment"}'] >= 2
             assert 'kpo_broker_moves_in_flight{broker="3",cluster="default"}' not in after
             # Labelled counters appear with their first sample: no Kubernetes API error happened here (the unit
             # tests count a real ApiException), the process collectors are there from the start.

@@ -79,7 +79,8 @@ def test_grow_6_to_12_places_new_partitions_evenly_and_rack_aware(testbed: Testb
     assert max(after.values()) - min(after.values()) <= max(spread_before, 1), (replicas_before, received)
     if spread_before == 0:
         assert set(received.values()) == {4}, received
-    assert _reasons(resources, "grow")[-1] == "Succeeded"
+    # The tick posts its Events once its status is written: the last one may still be on its way.
+    wait_for(lambda: _reasons(resources, "grow")[-1:] == ["Succeeded"], 20, "the Succeeded event, last")
 
 
 @pytest.mark.parametrize(("case", "reason", "words"), [
