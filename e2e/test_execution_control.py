@@ -130,7 +130,8 @@ def test_throttles_set_while_moving_removed_after_and_others_kept(kafka_admin: A
                  30, "only the pre-existing leader entry to remain")
         wait_for(lambda: topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == set(),
                  30, "kpo's follower entries to be removed")
-        assert "ThrottleRemoved" in [e.reason for e in resources.events("throttled")]
+        wait_for(lambda: "ThrottleRemoved" in [e.reason for e in resources.events("throttled")], 20,
+                 "the ThrottleRemoved event")
     finally:
         _set(kafka_admin, ConfigResource.Type.BROKER, "3", "leader.replication.throttled.rate", None)
 

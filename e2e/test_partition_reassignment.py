@@ -70,7 +70,7 @@ def test_happy_path_12_partitions_while_producing(testbed: Testbed, kafka_admin:
     consumed = read_log(bootstrap_servers, topic_name, 12)
     assert len(consumed) == len(set(consumed)), "duplicates in the log"
     assert sorted(consumed, key=int) == sorted(delivered, key=int), "lost or extra messages"
-    assert _reasons(resources, "happy")[-1] == "Succeeded"
+    wait_for(lambda: _reasons(resources, "happy")[-1:] == ["Succeeded"], 20, "the Succeeded event, last")
 
 
 @pytest.mark.parametrize(("case", "reason", "field"), [

@@ -147,7 +147,7 @@ def test_every_kind_of_selection_puts_leaders_back(testbed: Testbed, kafka_admin
                  f"every leader of {displaced.pattern_prefix}-{suffix} on its first replica")
     ready = resources.condition(KPLE, "pattern", "Ready")
     assert ready is not None and ready["status"] == "True" and ready["reason"] == "Elected"
-    assert _reasons(resources, "pattern")[-1] == "Elected"
+    wait_for(lambda: _reasons(resources, "pattern")[-1:] == ["Elected"], 20, "the Elected event, last")
 
 
 def test_a_scheduled_election_runs_again_and_again(kafka_admin: AdminClient, resources: Resources,
