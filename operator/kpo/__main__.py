@@ -18,8 +18,10 @@ import kopf
 from kubernetes import client, config
 
 from kpo import metrics
+from kpo.auto_propose import BrokerChangeWatcher
 from kpo.cluster_balance import ClusterBalanceSampler
 from kpo.config import OperatorConfig
+from kpo.k8s.auto_proposals import AutoProposals
 from kpo.k8s.outage import RepeatedRequestErrors
 from kpo.persistence import DigestDiffBaseStorage
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
@@ -88,6 +90,14 @@ def main(argv: list[str] | None = None) -> int:
                                         forget=context.forget_kafka, sink=metrics.BALANCES,
                                         topics_per_request=balance.topics_per_request)
         sampler.start()
+    auto_propose = operator_config.auto_propose
+    watcher = None
+    if auto_propose.clusters:
+        # New brokers get an AddBrokers proposal; off unless the configuration names clusters.
+        watcher = BrokerChangeWatcher(auto_propose.clusters, auto_propose.interval_seconds, kafka=context.kafka,
+                                      forget=context.forget_kafka, proposals=AutoProposals(context.api),
+                                      topics_per_request=auto_propose.topics_per_request)
+        watcher.start()
     registry = kopf.OperatorRegistry()
     kopf.on.startup(id="kpo_settings", registry=registry)(configure)
     # The same credentials the kubernetes client found (service account in a pod, else KUBECONFIG).
@@ -109,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sampler is not None:
             sampler.stop()
+        if watcher is not None:
+            watcher.stop()
         context.close()
     return 0
 

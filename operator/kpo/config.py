@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from kpo.api.partition_reassignment import PartitionReassignmentSpec
 
 DEFAULT_CLUSTER = "default"
 
@@ -129,6 +131,39 @@ class BalanceScoreConfig(_Model):
                                     "request of a sample (the operator's other Kafka calls go in between).")
 
 
+class AutoProposeCluster(_Model):
+    """Auto-propose for one cluster (:mod:`kpo.domain.auto_propose`): a broker that registers and holds no replica
+    gets a PartitionReassignment with an ``AddBrokers`` plan in ``namespace``, waiting at ``Proposed`` unless
+    ``approval`` is ``Automatic``."""
+
+    namespace: str = Field(min_length=1, description="Where the proposals are created (a namespace kpo watches).")
+    approval: str = Field(default="Manual", pattern="^(Manual|Automatic)$",
+                          description="Manual: the proposal waits for spec.approval.proposalId. Automatic: it runs.")
+    settle_seconds: float = Field(default=60.0, ge=0, description="How long a broker must be registered and empty "
+                                  "before it is proposed (brokers of one scale-out are proposed together).")
+    ignore_brokers: frozenset[int] = Field(default=frozenset(), description="Brokers never proposed.")
+    plan: dict[str, Any] = Field(default_factory=dict, description="Further spec.plan fields of each proposal "
+                                 "(topics, topicPattern, excludeTopicPattern, tolerance, ...); goal and brokers are "
+                                 "kpo's.")
+    execution: dict[str, Any] = Field(default_factory=dict, description="spec.execution of each proposal.")
+
+    @model_validator(mode="after")
+    def _template_is_a_spec(self) -> Self:
+        if {"goal", "brokers"} & set(self.plan):
+            raise ValueError("autoPropose plan must not set goal or brokers: kpo sets AddBrokers and the newcomers")
+        PartitionReassignmentSpec.model_validate({
+            "plan": {**self.plan, "goal": "AddBrokers", "brokers": [0]}, "execution": self.execution,
+            "approval": {"mode": self.approval}})
+        return self
+
+
+class AutoProposeConfig(_Model):
+    interval_seconds: float = Field(default=30.0, gt=0, description="Seconds between two looks at each cluster.")
+    topics_per_request: int = Field(default=200, ge=1)
+    clusters: dict[str, AutoProposeCluster] = Field(default_factory=dict,
+                                                    description="The clusters watched, by name; none by default.")
+
+
 class ResourcesSpec(_Model):
     cores: int = Field(default=1, ge=1)
     memory: str = "1g"
@@ -174,9 +209,18 @@ class OperatorConfig(_Model):
     execution: ExecutionDefaults = ExecutionDefaults()
     refill: RefillConfig = RefillConfig()
     balance_score: BalanceScoreConfig = BalanceScoreConfig()
+    auto_propose: AutoProposeConfig = AutoProposeConfig()
     namespace: str = Field(default="default", description="The operator's own namespace (Secrets are read here).")
     metrics_port: int = 8080
     planner: PlannerConfig = PlannerConfig()
+
+    @model_validator(mode="after")
+    def _auto_propose_known_clusters(self) -> Self:
+        unknown = sorted(set(self.auto_propose.clusters) - set(self.clusters))
+        if unknown:
+            raise ValueError(f"autoPropose.clusters names no configured cluster: {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(self.clusters)) or 'none'})")
+        return self
 
     def connection(self, cluster_ref: str | None) -> KafkaConnection:
         name = cluster_ref or self.default_cluster
