@@ -104,6 +104,15 @@ metricsPort: {{ .Values.metrics.port }}
 balanceScore:
   intervalSeconds: {{ .Values.metrics.balanceScore.intervalSeconds }}
   topicsPerRequest: {{ .Values.metrics.balanceScore.topicsPerRequest }}
+{{- with .Values.autoPropose }}
+{{- if .clusters }}
+autoPropose:
+  intervalSeconds: {{ .intervalSeconds }}
+  topicsPerRequest: {{ .topicsPerRequest }}
+  clusters:
+{{ toYaml .clusters | indent 4 }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The planner's settings (KPO_PLANNER_CONFIG). */}}
