@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kpo_testbed import node as testbed_node
 from kpo_testbed import procs
-from kpo_testbed.kafka import KafkaCluster
+from kpo_testbed.kafka import KafkaCluster, KafkaNode
 from kpo_testbed.kube import KubeControlPlane
 from kpo_testbed.paths import Binaries
 
@@ -152,6 +152,27 @@ class Testbed:
         self._save()
         if wait:
             self.state.kafka.wait_healthy((node_id,))
+
+    def add_broker(self, node_id: int, rack: str, timeout: float = 180) -> KafkaNode:
+        """Start a broker-only node that joins this cluster (a scale-out) and wait until it is registered."""
+        kafka = self.state.kafka
+        node = kafka.extra_broker(node_id, rack)
+        self._record(kafka.add_broker(node))
+        self._save()
+        procs.wait_until(lambda: node_id in kafka.live_brokers(bootstrap_servers=node.bootstrap), timeout,
+                         f"new broker {node_id} to register")
+        return node
+
+    def remove_broker(self, node_id: int, timeout: float = 60) -> None:
+        """Stop a node started by :meth:`add_broker` (a controlled shutdown), unregister it and remove its data."""
+        record = self.state.processes.pop(f"kafka-{node_id}", None)
+        if record is not None:
+            procs.stop(record, timeout=60)
+        self._save()
+        kafka = self.state.kafka
+        procs.wait_until(lambda: node_id not in kafka.live_brokers(), timeout, f"broker {node_id} to leave")
+        kafka.unregister_broker(node_id)
+        shutil.rmtree(kafka.node_dir(node_id), ignore_errors=True)
 
     def active_controller(self) -> int:
         running = tuple(n.node_id for n in self.state.kafka.nodes

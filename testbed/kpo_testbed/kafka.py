@@ -134,9 +134,11 @@ class KafkaCluster:
             # PODS listens on loopback too: Kafka needs no address of the node's; only pods' metadata names it.
             listening.append(("PODS", node.pods_port))
             advertised.append(("PODS", node.pods_bootstrap))
-        listening.append(("CONTROLLER", node.controller_port))
+        if node.controller_port:
+            listening.append(("CONTROLLER", node.controller_port))
         props = {
-            "process.roles": "broker,controller",
+            # A node without a controller port is a broker joining the quorum of the others (add_broker).
+            "process.roles": "broker,controller" if node.controller_port else "broker",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listening),
@@ -249,6 +251,36 @@ class KafkaCluster:
         ndir = self.node_dir(node_id)
         argv = self.java("kafka.Kafka", str(ndir / "server.properties"), heap=self.heap)
         return procs.start(f"kafka-{node_id}", argv, ndir / "server.log")
+
+    def cluster_id(self) -> str:
+        meta = (self.log_dirs(self.nodes[0].node_id)[0] / "meta.properties").read_text()
+        match = re.search(r"^cluster\.id=(\S+)$", meta, re.MULTILINE)
+        if not match:
+            raise RuntimeError(f"no cluster.id in node {self.nodes[0].node_id}'s meta.properties")
+        return match.group(1)
+
+    def extra_broker(self, node_id: int, rack: str) -> KafkaNode:
+        """A broker-only node (no controller port) on free ports, not part of :attr:`nodes`: a scale-out."""
+        client_port, sasl_port = procs.free_ports(2)
+        return KafkaNode(node_id=node_id, client_port=client_port, controller_port=0, rack=rack, sasl_port=sasl_port)
+
+    def add_broker(self, node: KafkaNode) -> procs.ProcessRecord:
+        """Format fresh storage for ``node`` in this cluster and start it: it registers with the controllers as a new
+        broker holding nothing."""
+        ndir = self.node_dir(node.node_id)
+        shutil.rmtree(ndir, ignore_errors=True)
+        ndir.mkdir(parents=True)
+        props = ndir / "server.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
+        self.run_tool("kafka.tools.StorageTool", "format", "-t", self.cluster_id(), "-c", str(props),
+                      "--ignore-formatted")
+        argv = self.java("kafka.Kafka", str(props), heap="-Xms128m -Xmx256m")
+        return procs.start(f"kafka-{node.node_id}", argv, ndir / "server.log")
+
+    def unregister_broker(self, node_id: int) -> None:
+        """Remove a stopped broker's registration (kafka-cluster.sh unregister), so the cluster forgets it."""
+        self.run_tool("org.apache.kafka.tools.ClusterTool", "unregister", "--bootstrap-server",
+                      self.bootstrap_servers, "--id", str(node_id))
 
     def live_brokers(self, timeout: float = 5.0, bootstrap_servers: str | None = None) -> set[int]:
         admin = AdminClient({"bootstrap.servers": bootstrap_servers or self.bootstrap_servers,
