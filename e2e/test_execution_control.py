@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka.admin import KafkaAdminClient
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from e2e.kafka_support import broker_rate, create_topic, describe_topic, replicas_of, topic_list, wait_for
 from e2e.kube_support import Resources
@@ -134,6 +136,43 @@ def test_throttles_set_while_moving_removed_after_and_others_kept(kafka_admin: A
                  "the ThrottleRemoved event")
     finally:
         _set(kafka_admin, ConfigResource.Type.BROKER, "3", "leader.replication.throttled.rate", None)
+
+
+def test_deleting_the_namespace_of_a_throttled_move_cancels_it_and_takes_the_throttle_back(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, namespace: str,
+        api_client: client.ApiClient) -> None:
+    """A namespace being deleted removes the resource's ConfigMaps while its finalizer still holds it: the throttle
+    journal is then read from status.throttle, and nothing is re-created in the terminating namespace."""
+    doomed = f"{namespace}-deleted"  # watched by the session's operator (same prefix), deleted by this test
+    core = client.CoreV1Api(api_client)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=doomed)))
+    resources = Resources(api_client, doomed)
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1], [2]])
+    fill(bootstrap_servers, topic_name, [0, 1])
+    resources.create(KPR, "doomed", {"partitions": spec_partitions(topic_name, {0: [2], 1: [1]}),
+                                     "execution": {"throttle": 50_000}})
+    wait_for(lambda: len(ongoing(bootstrap_servers, topic_name)) == 2, 60, "both moves in flight")
+    wait_for(lambda: broker_rate(kafka_admin, 1) == "50000" and broker_rate(kafka_admin, 2) == "50000", 30,
+             "kpo's rate on brokers 1 and 2")
+    wait_for(lambda: (resources.status(KPR, "doomed").get("throttle") or {}).get("brokers") == [1, 2], 30,
+             "status.throttle naming brokers 1 and 2")
+
+    core.delete_namespace(doomed)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(doomed)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(gone, 180, f"namespace {doomed} to be deleted (the finalizer let go)")
+    assert ongoing(bootstrap_servers, topic_name) == {}, "the moves were cancelled"
+    assert replicas_of(kafka_admin, topic_name) == {0: [1], 1: [2]}
+    wait_for(lambda: broker_rate(kafka_admin, 1) is None and broker_rate(kafka_admin, 2) is None, 30,
+             "kpo's rates to be removed")
+    assert topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas") == set()
+    assert topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == set()
 
 
 def test_incremental_moves_one_replica_at_a_time(kafka_admin: AdminClient, bootstrap_servers: str,

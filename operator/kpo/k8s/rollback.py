@@ -48,17 +48,26 @@ class RollbackStore:
         return parse_reassignment_document(json.loads(raw)) if raw else {}
 
     def load_throttle(self, namespace: str, cr_name: str) -> ThrottleJournal:
+        return self.load_throttle_record(namespace, cr_name) or ThrottleJournal()
+
+    def load_throttle_record(self, namespace: str, cr_name: str) -> ThrottleJournal | None:
+        """The throttle journal, or None when the ConfigMap is gone (a namespace being deleted removes it before
+        the resource's finalizer has let go)."""
         try:
             cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
         except ApiException as exc:
             if exc.status == 404:
-                return ThrottleJournal()
+                return None
             raise
         raw = (cm.data or {}).get(THROTTLE_KEY)
         return ThrottleJournal.from_json(json.loads(raw)) if raw else ThrottleJournal()
 
-    def save_throttle(self, body: Mapping[str, Any], journal: ThrottleJournal) -> str:
-        """Write the throttle journal; done *before* the configs it names are applied, so none can leak."""
+    def save_throttle(self, body: Mapping[str, Any], journal: ThrottleJournal, *, create: bool = True) -> str:
+        """Write the throttle journal; done *before* the configs it names are applied, so none can leak.
+
+        ``create=False`` (a deleted resource's clean-up, which only ever shrinks the journal) leaves a missing
+        ConfigMap missing: in a namespace being deleted the API server refuses to create one (403), and the entries
+        still to take back are in the resource's ``status.throttle``."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], rollback_name(meta["name"])
         data = {THROTTLE_KEY: json.dumps(journal.to_json())}
@@ -67,7 +76,8 @@ class RollbackStore:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            self.core.create_namespaced_config_map(namespace, self._new(body, data))
+            if create:
+                self.core.create_namespaced_config_map(namespace, self._new(body, data))
         return name
 
     def _new(self, body: Mapping[str, Any], data: dict[str, str]) -> client.V1ConfigMap:

@@ -31,6 +31,7 @@ from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Owner
+from kpo.domain.throttle import ThrottleJournal
 from kpo.k8s.outage import is_outage
 from kpo.k8s.rollback import rollback_name
 from kpo.resources import shell
@@ -215,13 +216,19 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     targets = {tp: t.replicas for tp, t in targets_of(tick.spec).items()}
     if tick.spec.plan is not None and (stored := context.proposals.load(tick.namespace, tick.name)):
         targets = dict(stored[0].targets)
-    journal = context.rollbacks.load_throttle(tick.namespace, tick.name)
+    # The ConfigMap's journal is the truth; when a namespace being deleted has removed the ConfigMap already, the
+    # status still names what this resource throttled (it is written from the journal every tick).
+    recorded_journal = context.rollbacks.load_throttle_record(tick.namespace, tick.name)
+    journal = recorded_journal if recorded_journal is not None else \
+        ThrottleJournal.from_json(tick.status.get("throttle"))
     # Read only when it decides anything (see reconciler.release): a move is never sent before its originals are.
     recorded = bool(memory.owned) or not journal.empty or (
         memory.phase not in TERMINAL and bool(context.rollbacks.load(tick.namespace, tick.name)))
     holdings = reconciler.Holdings(phase=memory.phase, owned=memory.owned, targets=targets, journal=journal,
                                    originals_recorded=recorded)
-    return reconciler.release(holdings, _ports(tick, intent_of(tick.spec, tick.generation)))
+    ports = replace(_ports(tick, intent_of(tick.spec, tick.generation)),
+                    save_throttle=lambda left: context.rollbacks.save_throttle(tick.body, left, create=False))
+    return reconciler.release(holdings, ports)
 
 
 KIND = shell.Kind(name=KIND_NAME, plural=PLURAL, parse=parse_spec,
