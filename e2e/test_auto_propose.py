@@ -42,7 +42,7 @@ def operator_for(testbed: Testbed, namespace: str, folder: Path, approval: str) 
         "clusters": {"default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers}},
         "autoPropose": {"intervalSeconds": 1, "clusters": {"default": {
             "namespace": namespace, "approval": approval, "settleSeconds": 3,
-            "plan": {"topicPattern": f"^{PREFIX}-"}}}},
+            "plan": {"topicPattern": f"{PREFIX}-.*"}}}},
     }))
     env = operator_env(testbed.state.kube.kubeconfig, testbed.state.kafka.bootstrap_servers,
                        {"KPO_CONFIG": str(config_path)})
@@ -107,8 +107,8 @@ def test_a_new_broker_gets_a_proposal_that_waits_for_approval_then_fills_it(
         created = resources.get(KPR, PROPOSAL)
         assert created["metadata"]["labels"]["kpo.dev/auto-propose"] == "add-brokers"
         assert "4 (rack rack-d)" in created["metadata"]["annotations"]["kpo.dev/reason"]
-        assert created["spec"]["plan"] == {"goal": "AddBrokers", "brokers": [NEW_BROKER],
-                                           "topicPattern": f"^{PREFIX}-"}
+        plan = created["spec"]["plan"]  # the CRD's defaults (tolerance, rackAware) filled in
+        assert (plan["goal"], plan["brokers"], plan["topicPattern"]) == ("AddBrokers", [NEW_BROKER], f"{PREFIX}-.*")
         assert created["spec"]["approval"] == {"mode": "Manual"}
         events = wait_for(lambda: [e for e in resources.events(PROPOSAL) if e.reason == "AutoProposed"], 30,
                           "the AutoProposed event")

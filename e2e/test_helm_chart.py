@@ -45,6 +45,8 @@ FULL_VALUES: dict[str, Any] = {
                 "workDir": "/var/lib/kpo/plans", "workVolume": {"persistentVolumeClaim": {"claimName": "kpo-plans"}}},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
     "operator": {"verbose": True, "pollIntervalSeconds": 5},
+    "autoPropose": {"clusters": {"main": {"namespace": "team-a", "settleSeconds": 120, "ignoreBrokers": [7],
+                                          "plan": {"excludeTopicPattern": "tmp-.*"}}}},
 }
 
 
@@ -76,6 +78,10 @@ def test_template_renders_the_operator_config_the_operator_accepts(testbed: Test
     assert planner["sparkApplication"]["namespace"] == "spark-jobs"
     assert planner["sparkApplication"]["mainApplicationFile"] == "local:///opt/kpo/planner-job.py"
     assert PlannerConfig.model_validate(planner).work_dir == "/var/lib/kpo/plans"
+    auto = operator_config.auto_propose.clusters["main"]
+    assert (auto.namespace, auto.approval, auto.settle_seconds, auto.ignore_brokers) == ("team-a", "Manual", 120,
+                                                                                         {7})
+    assert auto.plan == {"excludeTopicPattern": "tmp-.*"}
 
     deployment = by_kind(docs, "Deployment")[0]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -102,6 +108,10 @@ def test_template_renders_the_operator_config_the_operator_accepts(testbed: Test
     spark = [r for r in by_kind(docs, "Role") if any("sparkapplications" in rule["resources"] for rule in r["rules"])]
     assert [r["metadata"]["namespace"] for r in spark] == ["spark-jobs"]
     assert by_kind(docs, "ServiceMonitor")[0]["metadata"]["labels"]["release"] == "prometheus"
+    # autoPropose on: kpo may create PartitionReassignments (its proposals), nothing else new.
+    kpo_role = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == "kpo")
+    assert any(rule["resources"] == ["partitionreassignments"] and rule["verbs"] == ["create"]
+               for rule in kpo_role["rules"])
 
 
 def test_default_values_grant_no_secret_and_no_spark(testbed: Testbed, tmp_path: Path) -> None:
@@ -112,6 +122,10 @@ def test_default_values_grant_no_secret_and_no_spark(testbed: Testbed, tmp_path:
     assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in rules)
     assert not by_kind(docs, "ServiceMonitor")
     assert sorted(b["metadata"]["name"] for b in by_kind(docs, "ClusterRoleBinding")) == ["kpo", "kpo-discovery"]
+    assert not any("create" in rule["verbs"] and "partitionreassignments" in rule["resources"] for rule in rules), \
+        "kpo creates no PartitionReassignment unless autoPropose names a cluster"
+    config_map = by_kind(docs, "ConfigMap")[0]
+    assert "autoPropose" not in yaml.safe_load(config_map["data"]["config.yaml"])
 
 
 @pytest.mark.parametrize(("values", "named"), [
@@ -126,6 +140,8 @@ def test_default_values_grant_no_secret_and_no_spark(testbed: Testbed, tmp_path:
     ({"operator": {"pollIntervalSeconds": 0}}, "/operator/pollIntervalSeconds"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
     ({"replicas": 3}, "'replicas' not allowed"),
+    ({"autoPropose": {"clusters": {"default": {"namespace": "ops", "approval": "Sometimes"}}}},
+     "/autoPropose/clusters/default/approval"),
 ])
 def test_the_schema_rejects_wrong_values_naming_them(testbed: Testbed, tmp_path: Path, values: dict[str, Any],
                                                      named: str) -> None:

@@ -87,14 +87,14 @@ def test_a_cluster_where_nobody_holds_a_replica_has_nothing_to_move() -> None:
 def test_the_proposal_is_an_add_brokers_plan_that_waits_for_approval() -> None:
     body = add_brokers_proposal(cluster="prod-eu", namespace="kafka-ops", brokers={5, 4},
                                 racks={4: "rack-d", 5: None}, automatic=False,
-                                plan={"excludeTopicPattern": "^tmp-", "tolerance": 0.05},
+                                plan={"excludeTopicPattern": "tmp-.*", "tolerance": 0.05},
                                 execution={"throttle": 10_000_000}, seen_at="2026-11-25T10:00:00+00:00")
     assert body["metadata"]["name"] == "auto-add-brokers-prod-eu-4-5"
     assert body["metadata"]["labels"][AUTO_PROPOSE_LABEL] == "add-brokers"
     assert body["metadata"]["labels"][CLUSTER_LABEL] == "prod-eu"
     assert "4 (rack rack-d), 5 (rack none)" in body["metadata"]["annotations"]["kpo.dev/reason"]
     spec = body["spec"]
-    assert spec["plan"] == {"excludeTopicPattern": "^tmp-", "tolerance": 0.05, "goal": "AddBrokers", "brokers": [4, 5]}
+    assert spec["plan"] == {"excludeTopicPattern": "tmp-.*", "tolerance": 0.05, "goal": "AddBrokers", "brokers": [4, 5]}
     assert spec["approval"] == {"mode": "Manual"} and spec["clusterRef"] == "prod-eu"
     # The CRD's own model admits it.
     PartitionReassignmentSpec.model_validate(spec)
