@@ -2,7 +2,8 @@
 cluster (a real broker process with fresh storage, registering with the real controllers), and kpo notices it by its
 registration: a PartitionReassignment with an ``AddBrokers`` plan for broker 4 appears and waits at ``Proposed``
 (nothing moves) until the proposal is approved, then fills broker 4. With ``approval: Automatic`` the proposal runs
-by itself. Before broker 4 joins, the 3-node cluster gets no proposal at all.
+by itself. Before broker 4 joins, the 3-node cluster gets no proposal at all. Then broker 4 is killed while it holds
+replicas, and (``removeDeadAfterSeconds``) a ``RemoveBrokers`` proposal moves them to the live brokers.
 
 An operator of its own watches one namespace, with ``autoPropose`` for the default cluster and a plan template that
 keeps the proposals to this module's topics (the test bed is shared: other tests' topics stay where they are).
@@ -32,6 +33,7 @@ PREFIX = f"e2e-autoprop-{uuid.uuid4().hex[:6]}"
 KPR = "PartitionReassignment"
 NEW_BROKER = 4
 PROPOSAL = f"auto-add-brokers-default-{NEW_BROKER}"
+REMOVAL = f"auto-remove-brokers-default-{NEW_BROKER}"
 
 
 def operator_for(testbed: Testbed, namespace: str, folder: Path, approval: str) -> OperatorProcess:
@@ -41,7 +43,7 @@ def operator_for(testbed: Testbed, namespace: str, folder: Path, approval: str) 
         "balanceScore": {"intervalSeconds": 0},
         "clusters": {"default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers}},
         "autoPropose": {"intervalSeconds": 1, "clusters": {"default": {
-            "namespace": namespace, "approval": approval, "settleSeconds": 3,
+            "namespace": namespace, "approval": approval, "settleSeconds": 3, "removeDeadAfterSeconds": 5,
             "plan": {"topicPattern": f"{PREFIX}-.*"}}}},
     }))
     env = operator_env(testbed.state.kube.kubeconfig, testbed.state.kafka.bootstrap_servers,
@@ -58,7 +60,7 @@ def scale_out(kpo_crds: None, testbed: Testbed, api_client: client.ApiClient, ka
             yield namespace, folder
         finally:
             delete_topics(kafka_admin)
-            if f"kafka-{NEW_BROKER}" in testbed.state.processes:
+            if testbed.state.kafka.node_dir(NEW_BROKER).exists():  # added, running or killed
                 testbed.remove_broker(NEW_BROKER)
 
 
@@ -70,11 +72,12 @@ def proposal_spec(resources: Resources) -> dict[str, Any]:
     return dict(resources.get(KPR, PROPOSAL)["spec"])
 
 
-def delete_proposal(resources: Resources) -> None:
+def delete_proposals(resources: Resources) -> None:
     """Deleted while the operator runs, so its finalizer is let go (the namespace is deleted at the end)."""
-    if resources.exists(KPR, PROPOSAL):
-        resources.delete(KPR, PROPOSAL)
-        wait_for(lambda: not resources.exists(KPR, PROPOSAL), 60, f"{PROPOSAL} to be deleted")
+    for name in (PROPOSAL, REMOVAL):
+        if resources.exists(KPR, name):
+            resources.delete(KPR, name)
+            wait_for(lambda n=name: not resources.exists(KPR, n), 60, f"{name} to be deleted")
 
 
 def delete_topics(admin: AdminClient) -> None:
@@ -97,7 +100,7 @@ def test_a_new_broker_gets_a_proposal_that_waits_for_approval_then_fills_it(
     operator.start()
     try:
         # Three brokers that all hold replicas: nothing to propose (the settle time is 3 s, the interval 1 s).
-        time.sleep(8)
+        time.sleep(5)
         assert resources.custom.list_namespaced_custom_object(
             "kpo.dev", "v1alpha1", namespace, "partitionreassignments")["items"] == []
 
@@ -133,7 +136,7 @@ def test_a_new_broker_gets_a_proposal_that_waits_for_approval_then_fills_it(
         assert all(len(r) == 2 for r in replicas_of(kafka_admin, topic).values())
         assert "Traceback" not in operator.log_text(), operator.log_tail()
     finally:
-        delete_proposal(resources)
+        delete_proposals(resources)
         operator.stop()
 
 
@@ -158,7 +161,20 @@ def test_with_automatic_approval_the_proposal_runs_by_itself(
         status = resources.wait_phase(KPR, PROPOSAL, {"Succeeded", "Failed", "Invalid"}, timeout=300)
         assert status["phase"] == "Succeeded", status
         assert broker_holds(kafka_admin, topic, NEW_BROKER), "the proposal ran without an approval"
+
+        # Broker 4 dies holding replicas: 5 s after it left the cluster (removeDeadAfterSeconds), a RemoveBrokers
+        # proposal moves its replicas to live brokers (Cruise Control's broker-failure self-healing).
+        assert not resources.exists(KPR, REMOVAL), "no removal while broker 4 is alive"
+        testbed.kill_node(NEW_BROKER)
+        wait_for(lambda: resources.exists(KPR, REMOVAL), 90, f"the removal proposal {REMOVAL}")
+        removal = resources.get(KPR, REMOVAL)
+        assert removal["metadata"]["labels"]["kpo.dev/auto-propose"] == "remove-brokers"
+        assert (removal["spec"]["plan"]["goal"], removal["spec"]["plan"]["brokers"]) == ("RemoveBrokers", [NEW_BROKER])
+        status = resources.wait_phase(KPR, REMOVAL, {"Succeeded", "Failed", "Invalid"}, timeout=300)
+        assert status["phase"] == "Succeeded", status
+        assert broker_holds(kafka_admin, topic, NEW_BROKER) == []
+        assert all(len(r) == 2 and NEW_BROKER not in r for r in replicas_of(kafka_admin, topic).values())
         assert "Traceback" not in operator.log_text(), operator.log_tail()
     finally:
-        delete_proposal(resources)
+        delete_proposals(resources)
         operator.stop()

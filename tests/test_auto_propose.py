@@ -19,8 +19,10 @@ from kpo.domain.auto_propose import (
     CLUSTER_LABEL,
     add_brokers_proposal,
     covered_brokers,
+    departures,
     newcomers,
     proposal_name,
+    remove_brokers_proposal,
 )
 from kpo.domain.model import Broker, TopicPartition
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
@@ -239,3 +241,89 @@ def test_a_refused_template_is_said_once_per_broker_set(caplog: pytest.LogCaptur
             w.run_due()
             clock.now += 30
     assert len([r for r in caplog.records if "refused the auto-proposal" in r.getMessage()]) == 1
+
+
+def test_a_broker_gone_for_long_enough_while_holding_replicas_is_proposed_for_removal() -> None:
+    seen = departures({}, {5}, covered=set(), ignored=set(), after_seconds=1800, now=100)
+    assert (seen.empty_since, set(seen.due)) == ({5: 100}, set())
+    seen = departures(seen.empty_since, {5}, covered=set(), ignored=set(), after_seconds=1800, now=1899)
+    assert set(seen.due) == set()
+    seen = departures(seen.empty_since, {5}, covered=set(), ignored=set(), after_seconds=1800, now=1900)
+    assert (seen.empty_since, set(seen.due)) == ({}, {5})
+    # Back before the threshold: forgotten; covered or ignored: never.
+    assert departures({5: 0}, set(), covered=set(), ignored=set(), after_seconds=10, now=100).empty_since == {}
+    assert not departures({5: 0}, {5}, covered={5}, ignored=set(), after_seconds=10, now=100).due
+    assert not departures({5: 0}, {5}, covered=set(), ignored={5}, after_seconds=10, now=100).due
+
+
+def test_the_removal_proposal_is_a_remove_brokers_plan_labelled_apart() -> None:
+    body = remove_brokers_proposal(cluster="default", namespace="ops", brokers={5}, automatic=True, plan={},
+                                   execution={}, seen_at="2026-11-25T10:00:00+00:00")
+    assert body["metadata"]["name"] == "auto-remove-brokers-default-5"
+    assert body["metadata"]["labels"][AUTO_PROPOSE_LABEL] == "remove-brokers"
+    assert body["spec"]["plan"] == {"goal": "RemoveBrokers", "brokers": [5]}
+    assert body["spec"]["approval"] == {"mode": "Automatic"}
+    PartitionReassignmentSpec.model_validate(body["spec"])
+    assert covered_brokers([body]) == set(), "an add proposal does not cover a broker being removed"
+    assert covered_brokers([body], "remove-brokers") == {5}
+
+
+def test_the_watcher_proposes_removing_a_dead_broker_that_holds_replicas_only_when_asked() -> None:
+    kafka, store, clock = three_brokers(), Store(), Clock()
+    kafka.replicas[TopicPartition("b", 0)] = (4, 1)
+    w = watcher(kafka, store, clock, removeDeadAfterSeconds=100)
+    w.run_due()
+    assert store.created == [] and kafka.calls.count("describe_topics") == 3, "the first look walks every topic"
+    kafka.live = frozenset({1, 2, 3})  # broker 4 dies holding a replica of b-0
+    for t in (30, 60, 90, 120):
+        clock.now = t
+        w.run_due()
+    assert store.created == []
+    clock.now = 150
+    w.run_due()
+    assert [b["metadata"]["name"] for b in store.created] == ["auto-remove-brokers-default-4"]
+    # Drained: the next looks stop walking the topics.
+    kafka.replicas[TopicPartition("b", 0)] = (2, 1)
+    clock.now = 180
+    w.run_due()
+    kafka.calls.clear()
+    clock.now = 210
+    w.run_due()
+    assert kafka.calls == ["brokers"]
+    assert len(store.created) == 1
+
+    # Off (the default): a dead broker is never proposed for removal.
+    kafka, store, clock = three_brokers(), Store(), Clock()
+    kafka.replicas[TopicPartition("b", 0)] = (4, 1)
+    kafka.live = frozenset({1, 2, 3})
+    w = watcher(kafka, store, clock)
+    for t in range(0, 10_000, 1000):
+        clock.now = t
+        w.run_due()
+    assert store.created == []
+
+
+def test_a_broker_filled_by_an_add_proposal_that_dies_is_proposed_for_removal() -> None:
+    """Broker 4 was never walked for (its add proposal covered it), yet it holds replicas when it dies."""
+    kafka, store, clock = three_brokers(), Store(), Clock()
+    w = watcher(kafka, store, clock, removeDeadAfterSeconds=10, settleSeconds=0)
+    w.run_due()
+    assert [b["metadata"]["name"] for b in store.created] == ["auto-add-brokers-default-4"]
+    kafka.replicas[TopicPartition("a", 0)] = (4, 2)  # the proposal ran
+    clock.now = 30
+    w.run_due()
+    kafka.live = frozenset({1, 2, 3})
+    for t in (60, 90):
+        clock.now = t
+        w.run_due()
+    assert [b["metadata"]["name"] for b in store.created][1:] == ["auto-remove-brokers-default-4"]
+    # Back alive, emptied, dead again: no walk finds it holding anything, no second removal.
+    kafka.replicas[TopicPartition("a", 0)] = (1, 2)
+    kafka.live = frozenset({1, 2, 3, 4})
+    clock.now = 120
+    w.run_due()
+    kafka.live = frozenset({1, 2, 3})
+    for t in (150, 180, 210):
+        clock.now = t
+        w.run_due()
+    assert len(store.created) == 2

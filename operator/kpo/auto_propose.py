@@ -6,6 +6,8 @@ A look costs one DescribeCluster while every registered broker is known to hold 
 when a broker is not known to hold one does the look walk the topics, ``topicsPerRequest`` at a time, and it stops as
 soon as every such broker has been found in a replica list; a broker found holding replicas is remembered for the
 operator's life, so a broker that a RemoveBrokers plan drains is not taken for a new one while this operator runs.
+With ``removeDeadAfterSeconds`` on, the first look walks every topic once, and so does each look while a broker that
+held replicas is not alive and not yet drained (its replicas are what a RemoveBrokers proposal would move).
 
 A look that fails (Kafka unreachable, a refused login, the API server down or refusing) is said once, when the
 outage begins, and the next looks back off (the interval doubled per failure, up to :data:`MAX_BACKOFF_SECONDS`); the
@@ -24,7 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kpo.config import AutoProposeCluster
-from kpo.domain.auto_propose import add_brokers_proposal, covered_brokers, newcomers, proposed_message
+from kpo.domain.auto_propose import (
+    ADD_BROKERS,
+    REMOVE_BROKERS,
+    add_brokers_proposal,
+    covered_brokers,
+    departures,
+    newcomers,
+    proposed_message,
+    remove_brokers_proposal,
+)
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 
 log = logging.getLogger(__name__)
@@ -38,14 +49,14 @@ class ProposalStore(Protocol):
     def create(self, body: Mapping[str, Any], message: str) -> bool: ...
 
 
-def holders(kafka: KafkaAdmin, candidates: Collection[int], topics_per_request: int = 200) -> set[int]:
+def holders(kafka: KafkaAdmin, candidates: Collection[int] | None, topics_per_request: int = 200) -> set[int]:
     """Which of ``candidates`` hold a replica of any topic (internal topics included), reading the topics in batches
-    and stopping once all of them have been found."""
-    wanted, found = set(candidates), set[int]()
+    and stopping once all of them have been found; ``None``: every broker named in a replica list (a full walk)."""
+    wanted, found = (None if candidates is None else set(candidates)), set[int]()
     topics = sorted(kafka.topic_names())
     for start in range(0, len(topics), topics_per_request):
         for state in kafka.describe_topics(topics[start:start + topics_per_request]).values():
-            found.update(wanted & set(state.replicas))
+            found.update(state.replicas if wanted is None else wanted & set(state.replicas))
         if found == wanted:
             break
     return found
@@ -57,8 +68,20 @@ class _ClusterState:
     failures: int = 0
     outage_since: float | None = None
     empty_since: dict[int, float] = field(default_factory=dict)
+    dead_since: dict[int, float] = field(default_factory=dict)
+    # Brokers seen holding a replica in this operator's life (never "new"), and those of them that are not alive
+    # and hold nothing any more (drained: no reason to walk the topics for them).
     ever_held: set[int] = field(default_factory=set)
-    refused: set[frozenset[int]] = field(default_factory=set)
+    gone: set[int] = field(default_factory=set)
+    # Every broker seen alive: one that disappears may hold replicas an add proposal gave it (never walked for).
+    seen_alive: set[int] = field(default_factory=set)
+    walked: bool = False
+    refused: set[tuple[str, frozenset[int]]] = field(default_factory=set)
+
+
+def _utc(seconds_ago: float) -> str:
+    at = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds_ago)
+    return at.isoformat(timespec="seconds")
 
 
 class BrokerChangeWatcher:
@@ -115,34 +138,70 @@ class BrokerChangeWatcher:
     def look(self, name: str, state: _ClusterState) -> frozenset[int]:
         """One look at cluster ``name``: the brokers proposed (empty when none)."""
         settings = self._settings[name]
+        removal = settings.remove_dead_after_seconds > 0
         kafka = self._kafka(name)
         live = kafka.brokers()
-        unknown = set(live) - state.ever_held - settings.ignore_brokers
-        if not unknown:
+        alive = set(live)
+        unknown = alive - state.ever_held - settings.ignore_brokers
+        state.gone -= alive
+        known = state.ever_held | state.seen_alive
+        state.seen_alive |= alive
+        missing = known - alive - state.gone
+        full_walk = removal and (bool(missing) or not state.walked)
+        if not unknown and not full_walk:
             state.empty_since.clear()
+            state.dead_since.clear()
             return frozenset()
-        covered = covered_brokers(self._proposals.existing(settings.namespace, name))
-        to_find = unknown - covered
-        if to_find and not state.ever_held & set(live):
-            to_find = set(live) - state.ever_held  # first look: learn whether anyone holds a replica at all
-        if to_find:
-            state.ever_held |= holders(kafka, to_find, self._topics_per_request)
-        seen = newcomers(state.empty_since, live, state.ever_held & set(live), covered=covered,
-                         ignored=settings.ignore_brokers, settle_seconds=settings.settle_seconds, now=self._clock())
+        existing = self._proposals.existing(settings.namespace, name)
+        covered = covered_brokers(existing, ADD_BROKERS)
+        dead_holding: set[int] = set()
+        if full_walk:
+            referenced = holders(kafka, None, self._topics_per_request)
+            state.ever_held |= referenced
+            state.gone = (state.ever_held | state.seen_alive) - alive - referenced
+            state.walked = True
+            dead_holding = referenced - alive
+        else:
+            to_find = unknown - covered
+            if to_find and not state.ever_held & alive:
+                to_find = alive - state.ever_held  # first look: learn whether anyone holds a replica at all
+            if to_find:
+                state.ever_held |= holders(kafka, to_find, self._topics_per_request)
+        now = self._clock()
+        seen = newcomers(state.empty_since, alive, state.ever_held & alive, covered=covered,
+                         ignored=settings.ignore_brokers, settle_seconds=settings.settle_seconds, now=now)
         state.empty_since = seen.empty_since
-        if not seen.due or seen.due in state.refused:
+        proposed: set[int] = set()
+        if seen.due:
+            body = add_brokers_proposal(
+                cluster=name, namespace=settings.namespace, brokers=seen.due,
+                racks={b: live[b].rack for b in seen.due}, automatic=settings.approval == "Automatic",
+                plan=settings.plan, execution=settings.execution, seen_at=_utc(seconds_ago=0))
+            proposed |= self._propose(name, state, ADD_BROKERS, seen.due, body)
+        if removal:
+            gone = departures(state.dead_since, dead_holding, covered=covered_brokers(existing, REMOVE_BROKERS),
+                              ignored=settings.ignore_brokers, after_seconds=settings.remove_dead_after_seconds,
+                              now=now)
+            state.dead_since = gone.empty_since
+            if gone.due:
+                body = remove_brokers_proposal(
+                    cluster=name, namespace=settings.namespace, brokers=gone.due,
+                    automatic=settings.approval == "Automatic", plan=settings.plan, execution=settings.execution,
+                    seen_at=_utc(seconds_ago=settings.remove_dead_after_seconds))
+                proposed |= self._propose(name, state, REMOVE_BROKERS, gone.due, body)
+        return frozenset(proposed)
+
+    def _propose(self, name: str, state: _ClusterState, kind: str, brokers: frozenset[int],
+                 body: Mapping[str, Any]) -> frozenset[int]:
+        if (kind, brokers) in state.refused:
             return frozenset()
-        automatic = settings.approval == "Automatic"
-        body = add_brokers_proposal(
-            cluster=name, namespace=settings.namespace, brokers=seen.due,
-            racks={b: live[b].rack for b in seen.due}, automatic=automatic, plan=settings.plan,
-            execution=settings.execution, seen_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
-        message = proposed_message(seen.due, automatic)
+        settings = self._settings[name]
+        message = proposed_message(brokers, settings.approval == "Automatic", kind)
         try:
             created = self._proposals.create(body, message)
         except Exception as exc:
             if getattr(exc, "status", None) in (400, 403, 422):
-                state.refused.add(seen.due)
+                state.refused.add((kind, brokers))
                 self._log.error("cluster %r: the API server refused the auto-proposal %s (%s): fix autoPropose in "
                                 "the operator's configuration; said once for these brokers", name,
                                 body["metadata"]["name"], str(getattr(exc, "body", exc))[:500])
@@ -151,7 +210,7 @@ class BrokerChangeWatcher:
         if created:
             self._log.info("cluster %r: %s (PartitionReassignment %s/%s)", name, message,
                            settings.namespace, body["metadata"]["name"])
-        return seen.due
+        return brokers
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -142,6 +142,9 @@ class AutoProposeCluster(_Model):
     settle_seconds: float = Field(default=60.0, ge=0, description="How long a broker must be registered and empty "
                                   "before it is proposed (brokers of one scale-out are proposed together).")
     ignore_brokers: frozenset[int] = Field(default=frozenset(), description="Brokers never proposed.")
+    remove_dead_after_seconds: float = Field(
+        default=0.0, ge=0, description="A broker that holds replicas but has not been alive for this long gets a "
+        "RemoveBrokers proposal (Cruise Control's broker-failure self-healing); 0: off.")
     plan: dict[str, Any] = Field(default_factory=dict, description="Further spec.plan fields of each proposal "
                                  "(topics, topicPattern, excludeTopicPattern, tolerance, ...); goal and brokers are "
                                  "kpo's.")

@@ -16,6 +16,12 @@ still-empty broker eligible again; ``ignoreBrokers`` in the configuration declin
 
 The proposal is a PartitionReassignment with a generated ``AddBrokers`` plan that waits at ``Proposed`` (approval
 ``Manual``) unless the configuration says ``Automatic``: kpo never moves data unasked by default.
+
+The other direction, opt-in (``removeDeadAfterSeconds``): a broker that still holds replicas but has not been
+registered and alive for that long is taken for gone, as Cruise Control's self-healing takes a broker that failed
+for longer than its threshold, and gets a ``RemoveBrokers`` proposal that copies its replicas to live brokers. A
+broker that comes back before then is forgotten. (Kafka 4.1's registration has no "marked for removal"; Kafka 4.3's
+cordoned log directories, KIP-1066, would be the planned-removal signal.)
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from typing import Any
 AUTO_PROPOSE_LABEL = "kpo.dev/auto-propose"
 CLUSTER_LABEL = "kpo.dev/cluster"
 ADD_BROKERS = "add-brokers"
+REMOVE_BROKERS = "remove-brokers"
+GOALS = {ADD_BROKERS: "AddBrokers", REMOVE_BROKERS: "RemoveBrokers"}
 # A scale-out whose brokers keep registering would otherwise wait for ever: the first one is proposed after this many
 # settle periods at most, with whatever other brokers have settled by then.
 MAX_SETTLE_PERIODS = 4
@@ -60,17 +68,31 @@ def newcomers(empty_since: Mapping[int, float], live: Collection[int], holding: 
     return Newcomers(since, frozenset())
 
 
-def proposal_name(cluster: str, brokers: Collection[int]) -> str:
-    """``auto-add-brokers-<cluster>-<ids>``, a valid object name whatever the cluster is called."""
+def departures(dead_since: Mapping[int, float], dead_holding: Collection[int], *, covered: Collection[int],
+               ignored: Collection[int], after_seconds: float, now: float) -> Newcomers:
+    """Which brokers to propose removing: those that hold replicas and have not been alive for ``after_seconds``.
+
+    ``dead_holding`` are the brokers named in replica lists that DescribeCluster does not list; ``dead_since`` is
+    the previous look's answer (a broker alive again drops out of it)."""
+    dead = set(dead_holding) - set(covered) - set(ignored)
+    since = {b: dead_since.get(b, now) for b in sorted(dead)}
+    due = frozenset(b for b, first in since.items() if now - first >= after_seconds)
+    return Newcomers({b: t for b, t in since.items() if b not in due}, due)
+
+
+def proposal_name(cluster: str, brokers: Collection[int], kind: str = ADD_BROKERS) -> str:
+    """``auto-<kind>-<cluster>-<ids>``, a valid object name whatever the cluster is called."""
     safe = re.sub(r"[^a-z0-9-]+", "-", cluster.lower()).strip("-") or "cluster"
     ids = "-".join(str(b) for b in sorted(brokers))
-    return f"auto-add-brokers-{safe}-{ids}"[:253].rstrip("-")
+    return f"auto-{kind}-{safe}-{ids}"[:253].rstrip("-")
 
 
-def covered_brokers(proposals: Collection[Mapping[str, Any]]) -> frozenset[int]:
-    """The brokers named by existing auto-proposals (their ``spec.plan.brokers``)."""
+def covered_brokers(proposals: Collection[Mapping[str, Any]], kind: str = ADD_BROKERS) -> frozenset[int]:
+    """The brokers named by existing auto-proposals of ``kind`` (their ``spec.plan.brokers``)."""
     out: set[int] = set()
     for body in proposals:
+        if ((body.get("metadata") or {}).get("labels") or {}).get(AUTO_PROPOSE_LABEL) != kind:
+            continue
         plan = (body.get("spec") or {}).get("plan") or {}
         out.update(int(b) for b in plan.get("brokers") or ())
     return frozenset(out)
@@ -81,11 +103,27 @@ def add_brokers_proposal(*, cluster: str, namespace: str, brokers: Collection[in
                          seen_at: str) -> dict[str, Any]:
     """The PartitionReassignment that proposes filling ``brokers``: the configured plan and execution template with
     goal ``AddBrokers`` and the brokers, labelled so the next look finds it."""
+    where = ", ".join(f"{b} (rack {racks.get(b) or 'none'})" for b in sorted(brokers))
+    return _proposal(ADD_BROKERS, cluster=cluster, namespace=namespace, brokers=brokers, automatic=automatic,
+                     plan=plan, execution=execution,
+                     reason=f"broker(s) {where} registered with no replicas; first seen empty at {seen_at}")
+
+
+def remove_brokers_proposal(*, cluster: str, namespace: str, brokers: Collection[int], automatic: bool,
+                            plan: Mapping[str, Any], execution: Mapping[str, Any], seen_at: str) -> dict[str, Any]:
+    """The PartitionReassignment that proposes moving every replica off ``brokers``, gone since ``seen_at``."""
+    return _proposal(REMOVE_BROKERS, cluster=cluster, namespace=namespace, brokers=brokers, automatic=automatic,
+                     plan=plan, execution=execution,
+                     reason=f"broker(s) {', '.join(str(b) for b in sorted(brokers))} hold replicas but have not "
+                            f"been registered and alive since {seen_at}")
+
+
+def _proposal(kind: str, *, cluster: str, namespace: str, brokers: Collection[int], automatic: bool,
+              plan: Mapping[str, Any], execution: Mapping[str, Any], reason: str) -> dict[str, Any]:
     ids = sorted(brokers)
-    where = ", ".join(f"{b} (rack {racks.get(b) or 'none'})" for b in ids)
     spec: dict[str, Any] = {
         "clusterRef": cluster,
-        "plan": {**plan, "goal": "AddBrokers", "brokers": ids},
+        "plan": {**plan, "goal": GOALS[kind], "brokers": ids},
         "approval": {"mode": "Automatic" if automatic else "Manual"},
     }
     if execution:
@@ -94,12 +132,11 @@ def add_brokers_proposal(*, cluster: str, namespace: str, brokers: Collection[in
         "apiVersion": "kpo.dev/v1alpha1",
         "kind": "PartitionReassignment",
         "metadata": {
-            "name": proposal_name(cluster, ids),
+            "name": proposal_name(cluster, ids, kind),
             "namespace": namespace,
-            "labels": {AUTO_PROPOSE_LABEL: ADD_BROKERS, CLUSTER_LABEL: label_value(cluster),
+            "labels": {AUTO_PROPOSE_LABEL: kind, CLUSTER_LABEL: label_value(cluster),
                        "app.kubernetes.io/managed-by": "kpo"},
-            "annotations": {"kpo.dev/reason": f"broker(s) {where} registered with no replicas; first seen empty "
-                                              f"at {seen_at}"},
+            "annotations": {"kpo.dev/reason": reason},
         },
         "spec": spec,
     }
@@ -110,9 +147,10 @@ def label_value(cluster: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", cluster)[:63].strip("-_.") or "cluster"
 
 
-def proposed_message(brokers: Collection[int], automatic: bool) -> str:
+def proposed_message(brokers: Collection[int], automatic: bool, kind: str = ADD_BROKERS) -> str:
     ids = sorted(brokers)
     then = ("approval Automatic: it runs as soon as it is planned" if automatic else
             "it waits at Proposed: approve it by copying status.proposal.id to spec.approval.proposalId, or delete "
             "it and add the broker(s) to autoPropose ignoreBrokers to decline")
-    return f"broker(s) {ids} registered with no replicas: proposed AddBrokers {ids}; {then}"
+    why = "registered with no replicas" if kind == ADD_BROKERS else "hold replicas but are gone"
+    return f"broker(s) {ids} {why}: proposed {GOALS[kind]} {ids}; {then}"

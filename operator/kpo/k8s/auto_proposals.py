@@ -10,7 +10,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kpo.domain.auto_propose import ADD_BROKERS, AUTO_PROPOSE_LABEL, CLUSTER_LABEL, label_value
+from kpo.domain.auto_propose import AUTO_PROPOSE_LABEL, CLUSTER_LABEL, label_value
 
 GROUP, VERSION, PLURAL = "kpo.dev", "v1alpha1", "partitionreassignments"
 
@@ -21,8 +21,8 @@ class AutoProposals:
         self.core = client.CoreV1Api(api)
 
     def existing(self, namespace: str, cluster: str) -> list[dict[str, Any]]:
-        """Auto-proposals of ``cluster`` in ``namespace``, in any phase."""
-        selector = f"{AUTO_PROPOSE_LABEL}={ADD_BROKERS},{CLUSTER_LABEL}={label_value(cluster)}"
+        """Auto-proposals of ``cluster`` in ``namespace`` (adding or removing brokers), in any phase."""
+        selector = f"{AUTO_PROPOSE_LABEL},{CLUSTER_LABEL}={label_value(cluster)}"
         listed = cast(dict[str, Any], self.custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, label_selector=selector))
         return list(listed.get("items") or [])
