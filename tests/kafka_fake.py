@@ -21,6 +21,7 @@ from kpo.domain.model import (
     TopicPartition,
 )
 from kpo.domain.throttle import ConfigChange
+from kpo.kafka.admin import KafkaUnavailable
 
 
 class FakeCluster:
@@ -32,8 +33,13 @@ class FakeCluster:
         self.calls: list[str] = []
         self.altered: list[tuple[dict[TopicPartition, Replicas | None], bool]] = []
 
+    #: True: every call fails as a lost connection does.
+    down = False
+
     def called(self, name: str, detail: str = "") -> None:
         """Every call of the Protocol, by method name; ``detail`` says what a write asked for."""
+        if self.down:
+            raise KafkaUnavailable("the connection to Kafka broke")
         self.calls.append(name)
 
     def listed(self, tp: TopicPartition) -> Replicas:

@@ -25,7 +25,7 @@ from kpo.domain.auto_propose import (
     remove_brokers_proposal,
 )
 from kpo.domain.model import Broker, TopicPartition
-from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin
 
 SETTLE = 60.0
 
@@ -126,12 +126,6 @@ def test_the_configuration_refuses_a_template_the_crd_would_refuse() -> None:
 
 class Cluster(FakeCluster):
     live = frozenset({1, 2, 3, 4})
-    down = False
-
-    def called(self, name: str, detail: str = "") -> None:
-        if self.down:
-            raise KafkaUnavailable("Kafka at 127.0.0.1:1 cannot be reached")
-        super().called(name, detail)
 
     def brokers(self) -> dict[int, Broker]:
         self.called("brokers")

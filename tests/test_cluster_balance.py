@@ -12,19 +12,12 @@ from kafka_fake import FakeCluster
 from kpo.cluster_balance import ClusterBalanceSampler, sample
 from kpo.domain.balance_score import BalanceScore
 from kpo.domain.model import Broker, LogDirReport, TopicPartition
-from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin
 from kpo.metrics import ClusterBalances
 
 
 class Cluster(FakeCluster):
     """Four brokers in racks a, a, b, c; broker bytes from DescribeLogDirs of the topics asked for only."""
-
-    down = False
-
-    def called(self, name: str, detail: str = "") -> None:
-        if self.down:
-            raise KafkaUnavailable("Kafka at 127.0.0.1:1 cannot be reached")
-        super().called(name, detail)
 
     def brokers(self) -> dict[int, Broker]:
         self.called("brokers")

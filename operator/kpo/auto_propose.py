@@ -9,9 +9,8 @@ operator's life, so a broker that a RemoveBrokers plan drains is not taken for a
 With ``removeDeadAfterSeconds`` on, the first look walks every topic once, and so does each look while a broker that
 held replicas is not alive and not yet drained (its replicas are what a RemoveBrokers proposal would move).
 
-A look that fails (Kafka unreachable, a refused login, the API server down or refusing) is said once, when the
-outage begins, and the next looks back off (the interval doubled per failure, up to :data:`MAX_BACKOFF_SECONDS`); the
-first look that succeeds again says how long it lasted. A proposal that the API server refuses (the configured plan
+A look that fails (Kafka unreachable, a refused login, the API server down or refusing) is said once and backed off
+as :mod:`kpo.cluster_loop` does it. A proposal that the API server refuses (the configured plan
 template fails the CRD's rules) is said once per broker set, not once per look.
 """
 
@@ -19,12 +18,12 @@ from __future__ import annotations
 
 import datetime
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kpo.cluster_loop import ClusterLoop, Wording
 from kpo.config import AutoProposeCluster
 from kpo.domain.auto_propose import (
     ADD_BROKERS,
@@ -36,11 +35,12 @@ from kpo.domain.auto_propose import (
     proposed_message,
     remove_brokers_proposal,
 )
-from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_SECONDS = 600.0
+WORDING = Wording(failed="auto-propose cannot look at the brokers", succeeds="a look succeeds",
+                  recovered="auto-propose looks at the brokers again")
 
 
 class ProposalStore(Protocol):
@@ -64,9 +64,6 @@ def holders(kafka: KafkaAdmin, candidates: Collection[int] | None, topics_per_re
 
 @dataclass
 class _ClusterState:
-    due: float = 0.0
-    failures: int = 0
-    outage_since: float | None = None
     empty_since: dict[int, float] = field(default_factory=dict)
     dead_since: dict[int, float] = field(default_factory=dict)
     # Brokers seen holding a replica in this operator's life (never "new"), and those of them that are not alive
@@ -84,56 +81,24 @@ def _utc(seconds_ago: float) -> str:
     return at.isoformat(timespec="seconds")
 
 
-class BrokerChangeWatcher:
+class BrokerChangeWatcher(ClusterLoop):
     def __init__(self, clusters: Mapping[str, AutoProposeCluster], interval: float, *,
                  kafka: Callable[[str], KafkaAdmin], forget: Callable[[str], None], proposals: ProposalStore,
                  topics_per_request: int = 200, clock: Callable[[], float] = time.monotonic,
                  logger: logging.Logger = log) -> None:
-        self.interval = interval
+        super().__init__(clusters, interval, forget=forget, wording=WORDING, thread_name="kpo-auto-propose",
+                         clock=clock, logger=logger)
         self._settings = dict(clusters)
-        self._kafka, self._forget, self._proposals = kafka, forget, proposals
+        self._kafka, self._proposals = kafka, proposals
         self._topics_per_request = topics_per_request
-        self._clock, self._log = clock, logger
         self._states = {name: _ClusterState() for name in sorted(clusters)}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def backoff(self, failures: int) -> float:
-        return float(min(max(self.interval, MAX_BACKOFF_SECONDS), self.interval * 2 ** min(failures, 32)))
+    def attempt(self, name: str) -> None:
+        self.look(name, self._states[name])
 
-    def run_due(self) -> float:
-        """Look at every cluster that is due; the seconds until the next one is."""
-        for name, state in self._states.items():
-            if self._stop.is_set():
-                break
-            if self._clock() >= state.due:
-                self._look_safely(name, state)
-        now = self._clock()
-        return max(0.0, min((s.due for s in self._states.values()), default=now + self.interval) - now)
-
-    def _look_safely(self, name: str, state: _ClusterState) -> None:
-        began = self._clock()
-        try:
-            self.look(name, state)
-        except Exception as exc:  # one failed look must not end the thread: said once per outage, then backoff
-            state.failures += 1
-            wait = self.backoff(state.failures)
-            state.due = self._clock() + wait
-            if isinstance(exc, KafkaUnavailable):
-                self._forget(name)
-            if state.outage_since is None:
-                state.outage_since = began
-                known = isinstance(exc, (KafkaUnavailable, KafkaRequestRefused)) or hasattr(exc, "status")
-                self._log.warning("cluster %r: auto-propose cannot look at the brokers (%s: %s); next attempt in "
-                                  "%.0f s, backing off up to %.0f s; said once until a look succeeds", name,
-                                  type(exc).__name__, str(exc)[:300], wait, self.backoff(64),
-                                  exc_info=None if known else exc)
-            return
-        state.due = began + self.interval
-        if state.outage_since is not None:
-            self._log.warning("cluster %r: auto-propose looks at the brokers again after %.0f s (%d failed "
-                              "attempt(s))", name, self._clock() - state.outage_since, state.failures)
-        state.failures, state.outage_since = 0, None
+    def start(self) -> None:
+        super().start()
+        self._log.info("auto-propose: watching the brokers of %s every %g s", ", ".join(self._states), self.interval)
 
     def look(self, name: str, state: _ClusterState) -> frozenset[int]:
         """One look at cluster ``name``: the brokers proposed (empty when none)."""
@@ -211,18 +176,3 @@ class BrokerChangeWatcher:
             self._log.info("cluster %r: %s (PartitionReassignment %s/%s)", name, message,
                            settings.namespace, body["metadata"]["name"])
         return brokers
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            wait = self.run_due()
-            self._stop.wait(max(wait, 0.05))
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="kpo-auto-propose", daemon=True)
-        self._thread.start()
-        self._log.info("auto-propose: watching the brokers of %s every %g s", ", ".join(self._states), self.interval)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
