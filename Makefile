@@ -110,11 +110,11 @@ lint: venv
 
 .PHONY: unit
 unit: venv
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --durations=15
 
 .PHONY: e2e
 e2e: venv provision provision-node
-	$(PY) -m pytest e2e -q
+	$(PY) -m pytest e2e -q --durations=30
 
 .PHONY: test
 test: venv provision provision-node lint unit e2e
