@@ -133,6 +133,7 @@ class BrokerChangeWatcher(ClusterLoop):
             if to_find:
                 state.ever_held |= holders(kafka, to_find, self._topics_per_request)
         now = self._clock()
+        first_empty, first_dead = dict(state.empty_since), dict(state.dead_since)
         seen = newcomers(state.empty_since, alive, state.ever_held & alive, covered=covered,
                          ignored=settings.ignore_brokers, settle_seconds=settings.settle_seconds, now=now)
         state.empty_since = seen.empty_since
@@ -141,7 +142,8 @@ class BrokerChangeWatcher(ClusterLoop):
             body = add_brokers_proposal(
                 cluster=name, namespace=settings.namespace, brokers=seen.due,
                 racks={b: live[b].rack for b in seen.due}, automatic=settings.approval == "Automatic",
-                plan=settings.plan, execution=settings.execution, seen_at=_utc(seconds_ago=0))
+                plan=settings.plan, execution=settings.execution,
+                seen_at=_utc(seconds_ago=now - min(first_empty.get(b, now) for b in seen.due)))
             proposed |= self._propose(name, state, ADD_BROKERS, seen.due, body)
         if removal:
             gone = departures(state.dead_since, dead_holding, covered=covered_brokers(existing, REMOVE_BROKERS),
@@ -152,7 +154,7 @@ class BrokerChangeWatcher(ClusterLoop):
                 body = remove_brokers_proposal(
                     cluster=name, namespace=settings.namespace, brokers=gone.due,
                     automatic=settings.approval == "Automatic", plan=settings.plan, execution=settings.execution,
-                    seen_at=_utc(seconds_ago=settings.remove_dead_after_seconds))
+                    seen_at=_utc(seconds_ago=now - min(first_dead.get(b, now) for b in gone.due)))
                 proposed |= self._propose(name, state, REMOVE_BROKERS, gone.due, body)
         return frozenset(proposed)
 
