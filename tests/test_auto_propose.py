@@ -34,7 +34,7 @@ def look(empty_since: Mapping[int, float], live: set[int], holding: set[int], no
          covered: set[int] | None = None, ignored: set[int] | None = None) -> tuple[dict[int, float], set[int]]:
     seen = newcomers(empty_since, live, holding, covered=covered or set(), ignored=ignored or set(),
                      settle_seconds=SETTLE, now=now)
-    return seen.empty_since, set(seen.due)
+    return seen.waiting_since, set(seen.due)
 
 
 def test_an_empty_broker_is_proposed_once_it_has_settled() -> None:
@@ -239,13 +239,13 @@ def test_a_refused_template_is_said_once_per_broker_set(caplog: pytest.LogCaptur
 
 def test_a_broker_gone_for_long_enough_while_holding_replicas_is_proposed_for_removal() -> None:
     seen = departures({}, {5}, covered=set(), ignored=set(), after_seconds=1800, now=100)
-    assert (seen.empty_since, set(seen.due)) == ({5: 100}, set())
-    seen = departures(seen.empty_since, {5}, covered=set(), ignored=set(), after_seconds=1800, now=1899)
+    assert (seen.waiting_since, set(seen.due)) == ({5: 100}, set())
+    seen = departures(seen.waiting_since, {5}, covered=set(), ignored=set(), after_seconds=1800, now=1899)
     assert set(seen.due) == set()
-    seen = departures(seen.empty_since, {5}, covered=set(), ignored=set(), after_seconds=1800, now=1900)
-    assert (seen.empty_since, set(seen.due)) == ({}, {5})
+    seen = departures(seen.waiting_since, {5}, covered=set(), ignored=set(), after_seconds=1800, now=1900)
+    assert (seen.waiting_since, set(seen.due)) == ({}, {5})
     # Back before the threshold: forgotten; covered or ignored: never.
-    assert departures({5: 0}, set(), covered=set(), ignored=set(), after_seconds=10, now=100).empty_since == {}
+    assert departures({5: 0}, set(), covered=set(), ignored=set(), after_seconds=10, now=100).waiting_since == {}
     assert not departures({5: 0}, {5}, covered={5}, ignored=set(), after_seconds=10, now=100).due
     assert not departures({5: 0}, {5}, covered=set(), ignored={5}, after_seconds=10, now=100).due
 

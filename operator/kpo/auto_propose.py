@@ -136,7 +136,7 @@ class BrokerChangeWatcher(ClusterLoop):
         first_empty, first_dead = dict(state.empty_since), dict(state.dead_since)
         seen = newcomers(state.empty_since, alive, state.ever_held & alive, covered=covered,
                          ignored=settings.ignore_brokers, settle_seconds=settings.settle_seconds, now=now)
-        state.empty_since = seen.empty_since
+        state.empty_since = seen.waiting_since
         proposed: set[int] = set()
         if seen.due:
             body = add_brokers_proposal(
@@ -149,7 +149,7 @@ class BrokerChangeWatcher(ClusterLoop):
             gone = departures(state.dead_since, dead_holding, covered=covered_brokers(existing, REMOVE_BROKERS),
                               ignored=settings.ignore_brokers, after_seconds=settings.remove_dead_after_seconds,
                               now=now)
-            state.dead_since = gone.empty_since
+            state.dead_since = gone.waiting_since
             if gone.due:
                 body = remove_brokers_proposal(
                     cluster=name, namespace=settings.namespace, brokers=gone.due,

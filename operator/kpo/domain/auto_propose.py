@@ -42,16 +42,16 @@ MAX_SETTLE_PERIODS = 4
 
 
 @dataclass(frozen=True)
-class Newcomers:
-    """One look at a cluster: the empty brokers still settling (with the time each was first seen empty) and the
-    brokers to propose now (empty when nothing is due)."""
+class Sightings:
+    """One look at a cluster: the brokers still waiting (each with the time it was first seen empty, or gone) and
+    the brokers to propose now (empty when nothing is due)."""
 
-    empty_since: dict[int, float]
+    waiting_since: dict[int, float]
     due: frozenset[int]
 
 
 def newcomers(empty_since: Mapping[int, float], live: Collection[int], holding: Collection[int], *,
-              covered: Collection[int], ignored: Collection[int], settle_seconds: float, now: float) -> Newcomers:
+              covered: Collection[int], ignored: Collection[int], settle_seconds: float, now: float) -> Sightings:
     """Which registered brokers to propose adding, given the brokers holding a replica and those already covered.
 
     ``empty_since`` is the previous look's answer. A cluster where no broker holds a replica has nothing to move onto
@@ -60,16 +60,16 @@ def newcomers(empty_since: Mapping[int, float], live: Collection[int], holding: 
     empty = set(live) - set(holding) - set(covered) - set(ignored)
     since = {b: empty_since.get(b, now) for b in sorted(empty)}
     if not since or not set(holding) & set(live):
-        return Newcomers(since, frozenset())
+        return Sightings(since, frozenset())
     settled = {b for b, first in since.items() if now - first >= settle_seconds}
     oldest = min(since.values())
     if settled == set(since) or (settled and now - oldest >= MAX_SETTLE_PERIODS * settle_seconds):
-        return Newcomers({b: t for b, t in since.items() if b not in settled}, frozenset(settled))
-    return Newcomers(since, frozenset())
+        return Sightings({b: t for b, t in since.items() if b not in settled}, frozenset(settled))
+    return Sightings(since, frozenset())
 
 
 def departures(dead_since: Mapping[int, float], dead_holding: Collection[int], *, covered: Collection[int],
-               ignored: Collection[int], after_seconds: float, now: float) -> Newcomers:
+               ignored: Collection[int], after_seconds: float, now: float) -> Sightings:
     """Which brokers to propose removing: those that hold replicas and have not been alive for ``after_seconds``.
 
     ``dead_holding`` are the brokers named in replica lists that DescribeCluster does not list; ``dead_since`` is
@@ -77,7 +77,7 @@ def departures(dead_since: Mapping[int, float], dead_holding: Collection[int], *
     dead = set(dead_holding) - set(covered) - set(ignored)
     since = {b: dead_since.get(b, now) for b in sorted(dead)}
     due = frozenset(b for b, first in since.items() if now - first >= after_seconds)
-    return Newcomers({b: t for b, t in since.items() if b not in due}, due)
+    return Sightings({b: t for b, t in since.items() if b not in due}, due)
 
 
 def proposal_name(cluster: str, brokers: Collection[int], kind: str = ADD_BROKERS) -> str:
