@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -97,11 +98,18 @@ class Resources:
     def wait_phase(self, kind: str, name: str, phases: str | set[str], timeout: float = 120) -> dict[str, Any]:
         wanted = {phases} if isinstance(phases, str) else phases
 
+        seen: dict[str, Any] = {}
+
         def reached() -> dict[str, Any] | None:
             status = self.status(kind, name)
+            seen["status"] = status
             return status if status.get("phase") in wanted else None
 
-        result: dict[str, Any] = wait_until(reached, timeout, f"{kind} {name} to reach {sorted(wanted)}")
+        try:
+            result: dict[str, Any] = wait_until(reached, timeout, f"{kind} {name} to reach {sorted(wanted)}")
+        except AssertionError as exc:
+            # The phase alone says little when a wait fails in CI: the conditions say why it stayed there.
+            raise AssertionError(f"{exc}; its last status: {json.dumps(seen.get('status'), default=str)}") from None
         return result
 
     def condition(self, kind: str, name: str, type_: str) -> dict[str, Any] | None:
