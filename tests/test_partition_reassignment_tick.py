@@ -93,6 +93,30 @@ def test_the_first_tick_records_originals_then_journals_and_applies_the_throttle
     assert cluster.log.index("list_reassignments") < cluster.log.index("describe_topics"), "see observe()"
 
 
+class StartsBetweenTheReads(Recording):
+    """Another tool's move of P0 [1] -> [2] starts right after this tick's first ListPartitionReassignments."""
+
+    def __init__(self) -> None:
+        super().__init__({P0: (1,)})
+        self.lists = 0
+
+    def list_reassignments(self, partitions: Any = None) -> Any:
+        self.lists += 1
+        if self.lists == 1:
+            found = super().list_reassignments(partitions)
+            self.moving[P0] = (2,)
+            return found
+        return super().list_reassignments(partitions)
+
+
+def test_a_move_started_between_the_reads_is_no_replication_factor_decrease() -> None:
+    cluster = StartsBetweenTheReads()
+    outcome = tick(cluster, moving({P0: (3,)}), Memory())
+    assert outcome.status["phase"] == "Pending", outcome.status["conditions"]
+    assert outcome.status["conflicts"] == [{"topic": "orders", "partition": 0, "holder": "external"}]
+    assert cluster.lists == 2
+
+
 def test_without_a_throttle_the_originals_still_go_first() -> None:
     cluster = Recording({P0: (1, 2, 3)})
     tick(cluster, moving({P0: (2, 3, 4)}), Memory())
