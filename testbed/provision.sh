@@ -30,7 +30,6 @@ log() { echo "provision: $*" >&2; }
 k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
-kafka_dir=$cache/kafka-$KAFKA_VERSION
 
 go_registry_hint="the Go module proxy must be reachable (GOPROXY=$(go env GOPROXY 2>/dev/null || echo unset)); check the network or set GOPROXY"
 
@@ -98,17 +97,23 @@ provision_helm() {
     "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" || die "go install helm.sh/helm/v3/cmd/helm@v$HELM_VERSION failed: $go_registry_hint"
 }
 
+# provision_kafka <version>: the Kafka server and tools jars of one release, in $cache/kafka-<version>/libs.
 provision_kafka() {
-  [ -f "$kafka_dir/.complete" ] && return 0
+  local version=$1 dir=$cache/kafka-$1
+  [ -f "$dir/.complete" ] && return 0
   need java "install a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless)"
   need mvn "install Maven (Debian: apt-get install maven)"
-  log "fetching Kafka $KAFKA_VERSION jars from Maven Central"
-  rm -rf "$kafka_dir" && mkdir -p "$kafka_dir/libs"
-  mvn -B -q -f "$here/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
-    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$kafka_dir/libs" \
-    || die "mvn could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION: Maven Central must be reachable (check ~/.m2/settings.xml mirrors and proxies)"
-  touch "$kafka_dir/.complete"
+  log "fetching Kafka $version jars from Maven Central"
+  rm -rf "$dir" && mkdir -p "$dir/libs"
+  mvn -B -q -f "$here/kafka/pom.xml" -Dkafka.version="$version" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dir/libs" \
+    || die "mvn could not fetch org.apache.kafka:kafka_2.13:$version: Maven Central must be reachable (check ~/.m2/settings.xml mirrors and proxies)"
+  touch "$dir/.complete"
 }
+
+# Both Kafka releases: the bed's, and the newest one kpo supports (its features, e.g. KIP-1066 cordon, are tested on
+# a cluster of their own).
+provision_kafkas() { provision_kafka "$KAFKA_VERSION"; provision_kafka "$KAFKA_LATEST_VERSION"; }
 
 # ------------------------------------------------------------------------------------------------------ the node
 # What a real node needs: containerd and kubelet from the Go module proxy, a pause image and a Debian bookworm base
@@ -238,12 +243,12 @@ build_kpo_images() {  # repo key
 
 what=${1:-all}
 case "$what" in
-  kafka) provision_kafka ;;
+  kafka) provision_kafkas ;;
   k8s) provision_k8s ;;
   etcd) provision_etcd ;;
   helm) provision_helm ;;
-  base) provision_kafka; provision_etcd; provision_helm; provision_k8s ;;
-  all) provision_kafka; provision_etcd; provision_helm; provision_k8s; provision_node_packages; provision_node_bins
+  base) provision_kafkas; provision_etcd; provision_helm; provision_k8s ;;
+  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_node_packages; provision_node_bins
        provision_images ;;
   node) provision_node_packages; provision_node_bins; provision_images ;;
   *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, node)" ;;
