@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from kpo.domain.cordon import CORDONED_LOG_DIRS
 from kpo.domain.model import (
     Broker,
     KafkaRefusal,
@@ -32,6 +33,10 @@ class FakeCluster:
         self.replica_bytes = replica_bytes
         self.calls: list[str] = []
         self.altered: list[tuple[dict[TopicPartition, Replicas | None], bool]] = []
+        # KIP-1066: each broker's cordoned.log.dirs (the one broker config the fake keeps), and the cluster's
+        # finalized metadata.version level (30: 4.3-IV0, the first that honours it).
+        self.cordoned: dict[int, str] = {}
+        self.level: int | None = 30
 
     #: True: every call fails as a lost connection does.
     down = False
@@ -88,7 +93,12 @@ class FakeCluster:
 
     def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
         self.called("broker_configs")
-        return {}
+        return {b: {CORDONED_LOG_DIRS: self.cordoned[b]} for b in brokers
+                if CORDONED_LOG_DIRS in names and b in self.cordoned}
+
+    def metadata_level(self) -> int | None:
+        self.called("metadata_level")
+        return self.level
 
     # Writes.
     def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas | None], *,
@@ -113,6 +123,11 @@ class FakeCluster:
 
     def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
         self.called("alter_configs", f"{changes[0].op.lower()} {changes[0].resource} {changes[0].name}")
+        for change in changes:
+            if change.key == CORDONED_LOG_DIRS and change.op == "SET":
+                self.cordoned[int(change.name)] = change.value
+            elif change.key == CORDONED_LOG_DIRS and change.op == "DELETE":
+                self.cordoned.pop(int(change.name), None)
 
     def elect_leaders(self, partitions: Sequence[TopicPartition] | None, unclean: bool = False
                       ) -> dict[TopicPartition, KafkaRefusal | None]:

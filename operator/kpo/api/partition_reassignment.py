@@ -174,6 +174,14 @@ class Plan(ApiModel):
         default=True,
         description="Place the replicas of each partition on distinct racks (broker.rack) as far as the racks allow.",
     )
+    cordon: StrictBool = Field(
+        default=True,
+        description="RemoveBrokers: cordon the brokers (KIP-1066, cordoned.log.dirs=*, Kafka 4.3 with "
+        "metadata.version 4.3-IV0 or later) from the start of the execution, so no new partition is placed on them "
+        "while they are drained. They stay cordoned after success, until this resource is deleted; stop, revert, "
+        "a failure or a new spec uncordons them. Older clusters: drained without, said once in status.cordon. "
+        "Not used by the other goals.",
+    )
 
     rules = (
         Rule(
@@ -649,6 +657,21 @@ class ThrottleStatus(StatusModel):
     topics: list[ThrottledTopic] = Field(default_factory=list, description="Replica entries kpo added, by topic.")
 
 
+class CordonedBroker(StatusModel):
+    """A broker kpo cordoned (KIP-1066), with the cordoned.log.dirs it had before, restored when it lets go."""
+
+    broker: int = Field(ge=0, description="Broker id.")
+    previous: str = Field(default="", description="Its cordoned.log.dirs before kpo set it to * (empty: unset).")
+
+
+class CordonStatus(StatusModel):
+    """The brokers this RemoveBrokers drain holds cordoned (plan.cordon)."""
+
+    brokers: list[CordonedBroker] = Field(default_factory=list, description="Brokers kpo cordoned.")
+    unavailable: str | None = Field(default=None, description="Why the brokers are drained without cordons (an "
+                                    "older cluster, a refused config); said once until the spec changes.")
+
+
 class LeaderElectionResult(StatusModel):
     """Result of the preferred leader election after the moves (execution.electLeadersAfter)."""
 
@@ -684,6 +707,9 @@ class PartitionReassignmentStatus(StatusBase):
     )
     throttle: ThrottleStatus | None = Field(
         default=None, description="Replication throttles in place for this resource (execution.throttle)."
+    )
+    cordon: CordonStatus | None = Field(
+        default=None, description="KIP-1066 cordons this resource holds on the brokers it drains (plan.cordon)."
     )
     proposal: Proposal | None = Field(default=None, description="The current generated proposal.")
     skipped: list[SkippedPartition] = Field(default_factory=list, description="Partitions a revert did not touch.")

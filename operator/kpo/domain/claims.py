@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kpo.domain.cordon import CordonJournal
 from kpo.domain.model import TopicPartition
 from kpo.domain.throttle import ThrottleJournal
 
@@ -24,6 +25,7 @@ class Claim:
     in_flight: frozenset[TopicPartition]
     live: bool  # in a phase that claims its partitions (not terminal)
     throttle: ThrottleJournal = field(default_factory=ThrottleJournal)
+    cordons: CordonJournal = field(default_factory=CordonJournal)
 
     def precedes(self, other: Claim) -> bool:
         return (self.created, self.key) < (other.created, other.key)

@@ -15,12 +15,14 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kpo.domain.cordon import CordonJournal
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.reassignment import parse_reassignment_document, rollback_json
 from kpo.domain.throttle import ThrottleJournal
 
 DATA_KEY = "rollback.json"
 THROTTLE_KEY = "throttles.json"
+CORDON_KEY = "cordons.json"
 
 
 def rollback_name(cr_name: str) -> str:
@@ -68,9 +70,26 @@ class RollbackStore:
         ``create=False`` (a deleted resource's clean-up, which only ever shrinks the journal) leaves a missing
         ConfigMap missing: in a namespace being deleted the API server refuses to create one (403), and the entries
         still to take back are in the resource's ``status.throttle``."""
+        return self._save(body, {THROTTLE_KEY: json.dumps(journal.to_json())}, create=create)
+
+    def load_cordon_record(self, namespace: str, cr_name: str) -> CordonJournal | None:
+        """The KIP-1066 cordon journal, or None when the ConfigMap is gone (as for the throttle journal)."""
+        try:
+            cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        raw = (cm.data or {}).get(CORDON_KEY)
+        return CordonJournal.from_json(json.loads(raw)) if raw else CordonJournal()
+
+    def save_cordon(self, body: Mapping[str, Any], journal: CordonJournal, *, create: bool = True) -> str:
+        """Write the cordon journal, *before* the cordons it names are set (``create`` as for ``save_throttle``)."""
+        return self._save(body, {CORDON_KEY: json.dumps(journal.to_json())}, create=create)
+
+    def _save(self, body: Mapping[str, Any], data: dict[str, str], *, create: bool) -> str:
         meta = body["metadata"]
         namespace, name = meta["namespace"], rollback_name(meta["name"])
-        data = {THROTTLE_KEY: json.dumps(journal.to_json())}
         try:
             self.core.patch_namespaced_config_map(name, namespace, {"data": data})
         except ApiException as exc:

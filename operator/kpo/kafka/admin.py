@@ -83,6 +83,11 @@ class KafkaAdmin(Protocol):
         """Dynamic broker configs (DescribeConfigs); keys that are not set are left out."""
         ...
 
+    def metadata_level(self) -> int | None:
+        """The cluster's finalized metadata.version feature level (KIP-584 features, read with ApiVersions); ``None``
+        when the cluster finalized none."""
+        ...
+
     def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
         """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT, so configs kpo does not name stay as they are."""
         ...

@@ -417,6 +417,13 @@ class KafkaAdminAdapter:
                                    and v.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value}
         return out
 
+    def metadata_level(self) -> int | None:
+        # librdkafka does not expose the finalized features; kafka-python reads them from ApiVersions v3+.
+        with self._kafka_python(access.describe_cluster()) as kp:
+            features = kp.describe_features()
+        finalized = (features.get("metadata.version") or {}).get("finalized")
+        return int(finalized[1]) if finalized else None
+
     def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
         grouped: dict[tuple[str, str], list[ConfigEntry]] = {}
         for change in changes:

@@ -25,6 +25,7 @@ from kpo.api import DeletionPolicy, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
+from kpo.domain.cordon import CordonJournal, left_behind
 from kpo.domain.estimate import Estimate, estimate, planned_moves
 from kpo.domain.model import ClusterView, Replicas, TopicPartition
 from kpo.domain.proposal import Proposal
@@ -36,7 +37,8 @@ from kpo.k8s.outage import is_outage
 from kpo.k8s.rollback import rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
-from kpo.resources.partition_reassignment import plan_reconciler, reconciler, refill
+from kpo.resources.partition_reassignment import cordoning, plan_reconciler, reconciler, refill
+from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent
 from kpo.resources.partition_reassignment.plan_lifecycle import Step, route
 from kpo.resources.partition_reassignment.spec import (
@@ -116,6 +118,9 @@ def _ports(tick: Tick, intent: Intent) -> reconciler.Ports:
             sizes={tp: view.partition_size(tp) for tp in view.partitions}, write_rates=view.write_rates),
         write_rates=context.write_rates(cluster).observe,
         records=rollback_name(tick.name),
+        load_cordon=lambda: context.rollbacks.load_cordon_record(tick.namespace, tick.name) or CordonJournal(),
+        save_cordon=lambda journal: context.rollbacks.save_cordon(body, journal),
+        others_cordons=lambda: [c.cordons for c in others if not c.cordons.empty],
     )
 
 
@@ -131,10 +136,11 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
         if step.step is Step.IDLE:
             return None
         if step.step is Step.PLAN:
-            return plan_reconciler.plan_tick(body=tick.body, phase=step.phase,
-                                             intent=plan_intent_of(tick.spec, tick.generation), kafka=tick.kafka,
-                                             jobs=context.planning_jobs, proposals=context.proposals, now=tick.now,
-                                             estimating=_estimating(tick))
+            outcome = plan_reconciler.plan_tick(body=tick.body, phase=step.phase,
+                                                intent=plan_intent_of(tick.spec, tick.generation), kafka=tick.kafka,
+                                                jobs=context.planning_jobs, proposals=context.proposals,
+                                                now=tick.now, estimating=_estimating(tick))
+            return _uncordoned(tick, outcome)
         assert current is not None
         intent = replace(intent, targets={tp: Target(r) for tp, r in current.targets.items()})
     originals = context.rollbacks.load(tick.namespace, tick.name)
@@ -149,6 +155,20 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
         return outcome, reports[-1] if reports else None
 
     return refill.run(tick.body, originals, one_pass, probes=_probes(tick), watching=_watching(context), key=tick.key)
+
+
+def _uncordoned(tick: Tick, outcome: Outcome[Any] | None) -> Outcome[Any] | None:
+    """A planned resource planning again (a new spec) lets go of the cordons its previous drain held."""
+    held = CordonState.from_status(tick.status)
+    if held.journal.empty or outcome is None:
+        return outcome
+    ports = _ports(tick, intent_of(tick.spec, tick.generation))
+    state, events = cordoning.follow(tick.kafka, frozenset(), replace(held, journal=ports.load_cordon()),
+                                     others=ports.others_cordons(), save=ports.save_cordon,
+                                     live_brokers=tick.kafka.brokers())
+    outcome.status["cordon"] = state.to_status()
+    outcome.events.extend(events)
+    return outcome
 
 
 def _estimating(tick: Tick) -> plan_reconciler.Estimating:
@@ -206,12 +226,15 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     context.planning_jobs.cleanup(tick.body)
     if tick.spec.deletion_policy is DeletionPolicy.ORPHAN:
         log.info("%s: deletionPolicy Orphan: moves in flight are left running in Kafka", tick.key)
-        brokers = (tick.status.get("throttle") or {}).get("brokers")
-        if not brokers:
-            return []
-        return [Event("Warning", "ThrottleLeft",
-                      f"deletionPolicy Orphan: the moves keep running, so their replication throttles stay (brokers "
-                      f"{brokers}); remove them with kafka-configs.sh once the moves are done")]
+        left: list[Event] = []
+        if brokers := (tick.status.get("throttle") or {}).get("brokers"):
+            left.append(Event("Warning", "ThrottleLeft",
+                              f"deletionPolicy Orphan: the moves keep running, so their replication throttles stay "
+                              f"(brokers {brokers}); remove them with kafka-configs.sh once the moves are done"))
+        if cordoned := CordonState.from_status(tick.status).journal.brokers:
+            left.append(Event("Warning", "CordonLeft", f"deletionPolicy Orphan: the drain keeps running, so its "
+                                                       f"cordons stay; {left_behind(cordoned)}"))
+        return left
     memory = memory_of(tick.status, {})
     targets = {tp: t.replicas for tp, t in targets_of(tick.spec).items()}
     if tick.spec.plan is not None and (stored := context.proposals.load(tick.namespace, tick.name)):
@@ -224,10 +247,13 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     # Read only when it decides anything (see reconciler.release): a move is never sent before its originals are.
     recorded = bool(memory.owned) or not journal.empty or (
         memory.phase not in TERMINAL and bool(context.rollbacks.load(tick.namespace, tick.name)))
+    recorded_cordons = context.rollbacks.load_cordon_record(tick.namespace, tick.name)
+    cordons = recorded_cordons if recorded_cordons is not None else CordonState.from_status(tick.status).journal
     holdings = reconciler.Holdings(phase=memory.phase, owned=memory.owned, targets=targets, journal=journal,
-                                   originals_recorded=recorded)
+                                   originals_recorded=recorded, cordons=cordons)
     ports = replace(_ports(tick, intent_of(tick.spec, tick.generation)),
-                    save_throttle=lambda left: context.rollbacks.save_throttle(tick.body, left, create=False))
+                    save_throttle=lambda left: context.rollbacks.save_throttle(tick.body, left, create=False),
+                    save_cordon=lambda left: context.rollbacks.save_cordon(tick.body, left, create=False))
     return reconciler.release(holdings, ports)
 
 

@@ -151,6 +151,8 @@ class Intent:
     # A move in flight whose new replicas do not grow for this long is stalled; cancelled with cancel_on_stall.
     stall_after: float = 600.0
     cancel_on_stall: bool = False
+    # KIP-1066: brokers a RemoveBrokers plan drains, cordoned while it executes and after it succeeded.
+    cordon: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -11,19 +11,21 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
+from kpo.domain.cordon import CordonJournal
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
 from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
-from kpo.resources.partition_reassignment import throttling
+from kpo.resources.partition_reassignment import cordoning, throttling
+from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import (
     BROKER_UNAVAILABLE,
     TERMINAL,
@@ -111,6 +113,10 @@ class Ports:
     records: str = ""
     #: Told what each pass left in flight and waiting, for refill between polls (:mod:`refill`).
     report: Callable[[PassReport], object] = lambda _report: None
+    #: The KIP-1066 cordon journal in the ConfigMap, and the cordons the other resources hold (:mod:`cordoning`).
+    load_cordon: Callable[[], CordonJournal] = CordonJournal
+    save_cordon: Callable[[CordonJournal], object] = lambda _journal: None
+    others_cordons: Callable[[], list[CordonJournal]] = lambda: []
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,9 @@ def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
     """A terminal resource whose spec has not changed needs no Kafka call (and no timer), unless it still has moves
     of its own in flight or throttles to take back."""
     return (memory.phase in TERMINAL and generation == memory.observed_generation
-            and not memory.owned and not status.get("throttle"))
+            and not memory.owned and not status.get("throttle")
+            # A drain that succeeded keeps its cordons until deletion; any other terminal phase takes them back.
+            and (memory.phase is Phase.SUCCEEDED or not CordonState.from_status(status).journal.brokers))
 
 
 def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) -> Decision:
@@ -213,6 +221,8 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
         new_status["throttle"] = throttle_status(journal)
     if leader_election is not None:
         new_status["leaderElection"] = leader_election
+    if effects.cordon is not None:
+        new_status["cordon"] = effects.cordon.to_status()
     previous_conflicts = {(c["topic"], c["partition"], c["holder"]) for c in status.get("conflicts") or []}
     current_conflicts = {(c.partition.topic, c.partition.partition, c.holder)
                          for c in decision.conflicts[:REPORTED_PARTITIONS]}
@@ -240,6 +250,7 @@ class _Effects:
     rollback_name: str | None
     journal: ThrottleJournal | None
     leader_election: dict[str, int] | None = None
+    cordon: CordonState | None = None
     cleanup_pending: str = ""
     lost_kafka: bool = False
 
@@ -262,6 +273,19 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                                             others=ports.others_throttles(), save=ports.save_throttle,
                                             live_brokers=view.brokers)
         effects.rollback_name = effects.rollback_name or ports.records
+    # 2b. KIP-1066: the brokers a RemoveBrokers drain empties are cordoned before its moves start, and only while it
+    #     executes, pauses or has succeeded; any other phase takes the cordons back.
+    wanted = intent.cordon if decision.phase in cordoning.HOLDING else frozenset()
+    cordons = CordonState.from_status(body.get("status") or {})
+    if wanted or not cordons.journal.empty or cordons.unavailable:
+        state = replace(cordons, journal=ports.load_cordon()) if not cordons.journal.empty else cordons
+        effects.cordon, events = cordoning.follow(kafka, wanted, state, others=ports.others_cordons(),
+                                                  save=ports.save_cordon, live_brokers=view.brokers)
+        effects.events.extend(events)
+        for event in events:
+            log.info("%s: %s", _key(body), event.message)
+        if not effects.cordon.journal.empty:
+            effects.rollback_name = effects.rollback_name or ports.records
     # 3. Cancellations (dropped partitions, stop): KIP-455 puts each partition back on its original replicas.
     if decision.cancel:
         log.info("%s: cancelling %d move(s): %s", _key(body), len(decision.cancel),
@@ -355,6 +379,7 @@ class Holdings:
     targets: Mapping[TopicPartition, Replicas]
     journal: ThrottleJournal
     originals_recorded: bool
+    cordons: CordonJournal = field(default_factory=CordonJournal)
 
 
 def release(holdings: Holdings, ports: Ports) -> list[Event]:
@@ -365,9 +390,9 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
     another live resource still needs. Raises :class:`RetryLater` while Kafka refuses a cancellation (it would
     leave no in-sync replica: wait for the move to finish) or a throttle cannot be removed yet (a broker down).
     """
-    if holdings.phase in TERMINAL and not holdings.owned and holdings.journal.empty:
-        return []  # finished, nothing of its own in flight, no throttle: nothing to ask Kafka
-    if not holdings.owned and holdings.journal.empty and not holdings.originals_recorded:
+    if holdings.phase in TERMINAL and not holdings.owned and holdings.journal.empty and holdings.cordons.empty:
+        return []  # finished, nothing of its own in flight, no throttle, no cordon: nothing to ask Kafka
+    if not holdings.owned and holdings.journal.empty and holdings.cordons.empty and not holdings.originals_recorded:
         # No move was ever sent: a partition's original replicas are on record before its first move is. So there
         # is nothing to cancel, whether or not Kafka can be reached (or lets kpo log in) right now.
         return []
@@ -389,6 +414,8 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
             if not left.empty:
                 # The journal goes with the ConfigMap once the finalizer lets go: hold on until nothing leaks.
                 raise RetryLater(f"cannot remove every throttle yet: {describe_pending(left)}", delay=10)
+        events.extend(cordoning.release(kafka, holdings.cordons, others=ports.others_cordons(),
+                                        save=ports.save_cordon, live_brokers=kafka.brokers()))
     except (KafkaUnavailable, KafkaRequestRefused) as exc:
         raise RetryLater(f"cannot cancel the moves in flight yet: {exc}", delay=5, lost_kafka=True) from exc
     return events

@@ -40,7 +40,14 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
                   allow_internal_topics=spec.allow_internal_topics,
                   allow_replication_factor_decrease=spec.allow_replication_factor_decrease,
                   paused=spec.execution.paused, stall_after=float(spec.execution.stall_after_seconds),
-                  cancel_on_stall=spec.execution.on_stall.value == "Cancel")
+                  cancel_on_stall=spec.execution.on_stall.value == "Cancel", cordon=_cordons(spec))
+
+
+def _cordons(spec: PartitionReassignmentSpec) -> frozenset[int]:
+    plan = spec.plan
+    if plan is None or plan.goal is not PlanGoal.REMOVE_BROKERS or not plan.cordon:
+        return frozenset()
+    return frozenset(plan.brokers or ())
 
 
 def _demotes(spec: PartitionReassignmentSpec) -> bool:

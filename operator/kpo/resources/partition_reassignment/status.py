@@ -22,6 +22,7 @@ from kpo.api import PartitionReassignmentStatus
 from kpo.domain import conditions as cond
 from kpo.domain.claims import Claim
 from kpo.domain.clock import parse_rfc3339, rfc3339
+from kpo.domain.cordon import CordonJournal
 from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.plan_contract import PlanMetrics
@@ -67,7 +68,9 @@ def claim_of(key: str, created: str, partitions: Collection[TopicPartition], sta
     return Claim(key=key, created=created, partitions=frozenset(partitions),
                  in_flight=frozenset(TopicPartition(m.topic, m.partition) for m in typed.in_flight),
                  # A resource that still holds throttles keeps them "live" for the others, whatever its phase.
-                 live=phase in CLAIMING or not throttle.empty, throttle=throttle)
+                 live=phase in CLAIMING or not throttle.empty, throttle=throttle,
+                 # Cordons are held after success too (until deletion): the others must see them in any phase.
+                 cordons=CordonJournal.from_json((status.get("cordon") or {}).get("brokers")))
 
 
 #: Phases in which a planned resource carries out its approved proposal, so it claims the proposal's partitions.
