@@ -46,6 +46,17 @@ def test_classify_each_state() -> None:
     assert c.owned == {P1: (2, 3), P2: (1, 3)}
 
 
+def test_classify_takes_an_own_move_shown_mid_move_with_nothing_listed_for_settling() -> None:
+    v = ClusterView(brokers={}, partitions={P0: PartitionState((2, 3, 1), 2, (2, 3, 1)),
+                                            P1: PartitionState((2, 3, 1), 2, (2, 3, 1)),
+                                            P2: PartitionState((1, 2), 1, (1, 2))})
+    targets = {P0: Target((2, 3)), P1: Target((2, 3)), P2: Target((2, 3))}
+    c = classify(targets, owned={P0: (2, 3), P2: (2, 3)}, view=v)
+    assert c.status == {P0: PartitionStatus.SETTLING, P1: PartitionStatus.PENDING, P2: PartitionStatus.PENDING}, \
+        "P1 is not kpo's move; P2 went back to its original replicas (cancelled by someone else): sent again"
+    assert c.owned == {}
+
+
 def test_classify_reports_own_moves_of_dropped_partitions_only() -> None:
     v = ClusterView(brokers={}, partitions={P0: PartitionState((1,), 1, (1,))},
                     ongoing={P0: OngoingReassignment((2, 1), (2,), (1,)), P1: OngoingReassignment((3, 1), (3,), (1,))})

@@ -403,7 +403,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
                                  f"(execution.onStall Cancel): {detail}")
         return _with(base, phase=Phase.FAILED, reason=access.refusal_reason(memory.failures[tp] for tp in failed),
                      message=f"Kafka refused {len(failed)} of {len(targets)} partition move(s): {detail}")
-    moving = len(in_flight) + len(submit) - len(retarget)
+    moving = len(in_flight) + len(submit) - len(retarget) + len(classification.of(PartitionStatus.SETTLING))
     return _running(base, moving=moving, skipped=len(skipped or {}), failed=len(failed), waiting=waiting,
                     in_flight=in_flight)
 

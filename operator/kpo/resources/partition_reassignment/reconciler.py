@@ -140,8 +140,10 @@ def work_left(intent: Intent, memory: Memory, decision: Decision, view: ClusterV
     # An Incremental step in flight that is not the last: its completion makes the next step pending.
     steps_left = [tp for tp, replicas in owned.items()
                   if tp in decision.targets and decision.targets[tp].replicas != replicas]
-    return Work(in_flight={tp: remaining_bytes(view, tp) for tp in owned}, waiting=len(pending) + len(steps_left),
-                throttle=intent.throttle)
+    # A finished move the answering broker does not show finished yet is looked at again on the next pass.
+    settling = classification.of(PartitionStatus.SETTLING)
+    return Work(in_flight={tp: remaining_bytes(view, tp) for tp in owned},
+                waiting=len(pending) + len(steps_left) + len(settling), throttle=intent.throttle)
 
 
 def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
