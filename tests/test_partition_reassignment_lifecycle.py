@@ -376,6 +376,16 @@ def test_executing_reports_an_in_flight_move_waiting_on_a_down_destination_broke
     assert progressing.status and progressing.reason == "BrokerUnavailable"
 
 
+def test_a_listed_broker_that_does_not_answer_counts_as_down() -> None:
+    # Broker 3 died as the active controller: the quorum fails over before anyone fences it, so DescribeCluster still
+    # lists it (a CI run saw that for over a minute) while DescribeLogDirs gets no answer from it.
+    v = replace(view({P0: (1, 2, 3), P1: (1, 2)}, ongoing={P0: moving((1, 2), (1, 3))}), unreachable=frozenset({3}))
+    assert 3 in v.brokers
+    d = decide(intent({P0: (1, 3), P1: (2, 3)}), executing({P0: (1, 3)}), Observation(v))
+    assert d.reason == "BrokerUnavailable" and d.unavailable_brokers == (3,) and not d.submit
+    assert "orders-0 (in flight), orders-1 (not started)" in d.message
+
+
 def test_executing_holds_back_a_move_to_a_down_broker_and_says_so() -> None:
     v = view({P0: (1, 2), P1: (1, 2)})  # broker 5 is not live
     d = decide(intent({P0: (1, 5), P1: (1, 3)}), executing({}), Observation(v))

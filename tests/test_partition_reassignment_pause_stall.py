@@ -184,6 +184,8 @@ def test_a_move_is_stalled_only_after_stall_after_seconds_and_names_the_down_bro
     assert stalled(watches, v, T0 + dt.timedelta(seconds=59), 60) == {}
     found = stalled(watches, v, T0 + dt.timedelta(seconds=60), 60)
     assert found[P0].brokers == (3,) and found[P0].down == (3,) and found[P0].since == T0
+    listed_but_silent = replace(view({P0: (1, 2, 3)}, {P0: moving((1, 2), (2, 3))}), unreachable=frozenset({3}))
+    assert stalled(watches, listed_but_silent, T0 + dt.timedelta(seconds=60), 60)[P0].down == (3,)
 
 
 # --------------------------------------------------------------------------------------------- stall: life cycle

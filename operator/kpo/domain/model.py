@@ -71,6 +71,8 @@ class LogDirReport:
     broker_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     replica_dirs: dict[ReplicaKey, str] = field(default_factory=dict)
     future_dirs: dict[ReplicaKey, str] = field(default_factory=dict)
+    #: Brokers asked that did not answer (connection refused or timed out): their replicas are not in the report.
+    unreachable: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,13 @@ class ClusterView:
     future_dirs: dict[tuple[TopicPartition, int], str] = field(default_factory=dict)
     # Bytes/s producers write to each partition, estimated from the growth of its size between observations.
     write_rates: dict[TopicPartition, float] = field(default_factory=dict)
+    # Brokers DescribeCluster lists that did not answer kpo's DescribeLogDirs: a broker that died stays registered
+    # and unfenced until the controller misses its heartbeats, longer while the controller quorum itself fails over.
+    unreachable: frozenset[int] = frozenset()
+
+    def available(self, broker: int) -> bool:
+        """Listed by DescribeCluster and answering: a move onto any other broker cannot finish now."""
+        return broker in self.brokers and broker not in self.unreachable
 
     def partition_size(self, tp: TopicPartition) -> int:
         """The bytes a new replica of ``tp`` must copy: the largest replica's size (the leader's, when in sync)."""

@@ -78,6 +78,6 @@ def stalled(watches: Mapping[TopicPartition, Watch], view: ClusterView, now: dt.
             continue
         ongoing = view.ongoing.get(tp)
         brokers = ongoing.adding if ongoing is not None else ()
-        found[tp] = Stall(brokers=tuple(brokers), down=tuple(b for b in brokers if b not in view.brokers),
+        found[tp] = Stall(brokers=tuple(brokers), down=tuple(b for b in brokers if not view.available(b)),
                           copied=watch.copied, since=watch.since)
     return found

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
@@ -229,6 +229,7 @@ class KafkaAdminAdapter:
         self._refused_login: str | None = None
         self._on_login_refused = on_login_refused
         self._on_login = on_login
+        self._unreachable_said: set[int] = set()
 
     # ---------------------------------------------------------------------------------------- login
 
@@ -499,6 +500,7 @@ class KafkaAdminAdapter:
         if not topics:
             return report
         per_broker = []
+        unreachable = set()
         with self._kafka_python(access.describe_log_dirs()) as kp:
             # One broker at a time, and only those the caller's DescribeCluster found live: kafka-python's own
             # metadata may still name a broker that died (its refresh keeps trying that node), and each request to it
@@ -509,7 +511,15 @@ class KafkaAdminAdapter:
                     per_broker.extend(kp.describe_log_dirs(sorted(set(topics)), brokers=[broker]))
                 except (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError,
                         kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError):
-                    log.info("DescribeLogDirs: broker %s cannot be reached; its replicas are left out", broker)
+                    unreachable.add(broker)
+        if unreachable != self._unreachable_said:  # said when it changes, not on every tick
+            if unreachable:
+                log.info("DescribeLogDirs: broker(s) %s cannot be reached; their replicas are left out",
+                         sorted(unreachable))
+            else:
+                log.info("DescribeLogDirs: every broker answers again")
+            self._unreachable_said = unreachable
+        report = replace(report, unreachable=frozenset(unreachable))
         for answer in per_broker:
             broker = int(answer["broker"])
             report.broker_dirs[broker] = frozenset(d["log_dir"] for d in answer["log_dirs"]

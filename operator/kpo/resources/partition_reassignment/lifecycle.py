@@ -357,7 +357,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
     # Moves that cannot finish while a broker they copy to is down: in flight (Kafka keeps them until the broker is
     # back and in sync) or not started (held back: submitting would only add one more stuck move).
     waiting = {tp: down for tp in in_flight if tp in view.ongoing
-               if (down := tuple(b for b in view.ongoing[tp].adding if b not in view.brokers))}
+               if (down := tuple(b for b in view.ongoing[tp].adding if not view.available(b)))}
     position = {tp: i for i, tp in enumerate(targets)}
     candidates = []
     for tp in pending:
@@ -365,7 +365,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         if state is None:
             continue  # the topic went away mid-flight; validation of the next spec change will say so
         step = next_submission(targets[tp].replicas, state, incremental)
-        if step is not None and (down := tuple(b for b in step if b not in state.replicas and b not in view.brokers)):
+        if step is not None and (down := tuple(b for b in step if b not in state.replicas and not view.available(b))):
             waiting[tp] = down
         elif step is not None:
             candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,

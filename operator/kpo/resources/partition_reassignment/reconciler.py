@@ -78,7 +78,7 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
         min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
     return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=frozenset(names),
-                       replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs)
+                       replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable)
 
 
 def topic_names_with(kafka: KafkaAdmin, wanted: Collection[str]) -> set[str]:
