@@ -382,8 +382,10 @@ def test_a_listed_broker_that_does_not_answer_counts_as_down() -> None:
     v = replace(view({P0: (1, 2, 3), P1: (1, 2)}, ongoing={P0: moving((1, 2), (1, 3))}), unreachable=frozenset({3}))
     assert 3 in v.brokers
     d = decide(intent({P0: (1, 3), P1: (2, 3)}), executing({P0: (1, 3)}), Observation(v))
-    assert d.reason == "BrokerUnavailable" and d.unavailable_brokers == (3,) and not d.submit
-    assert "orders-0 (in flight), orders-1 (not started)" in d.message
+    assert d.reason == "BrokerUnavailable" and d.unavailable_brokers == (3,)
+    assert "1 move(s) wait on it: orders-0 (in flight)" in d.message
+    # Not held back: a broker just restarted may take a request timeout to answer, and Kafka takes the move anyway.
+    assert d.submit == {P1: (2, 3)}
 
 
 def test_executing_holds_back_a_move_to_a_down_broker_and_says_so() -> None:

@@ -512,13 +512,12 @@ class KafkaAdminAdapter:
                 except (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError,
                         kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError):
                     unreachable.add(broker)
-        if unreachable != self._unreachable_said:  # said when it changes, not on every tick
-            if unreachable:
-                log.info("DescribeLogDirs: broker(s) %s cannot be reached; their replicas are left out",
-                         sorted(unreachable))
-            else:
-                log.info("DescribeLogDirs: every broker answers again")
-            self._unreachable_said = unreachable
+        # Said when it changes, not on every tick; a broker not asked (Kafka no longer lists it) keeps its state.
+        if lost := unreachable - self._unreachable_said:
+            log.info("DescribeLogDirs: broker(s) %s cannot be reached; their replicas are left out", sorted(lost))
+        if back := (self._unreachable_said & set(brokers)) - unreachable:
+            log.info("DescribeLogDirs: broker(s) %s answer again", sorted(back))
+        self._unreachable_said = (self._unreachable_said - set(brokers)) | unreachable
         report = replace(report, unreachable=frozenset(unreachable))
         for answer in per_broker:
             broker = int(answer["broker"])

@@ -355,7 +355,9 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
     pending = [tp for tp in classification.of(PartitionStatus.PENDING) if tp not in blocked and tp not in failed]
     in_flight = {tp: r for tp, r in classification.owned.items() if tp not in classification.dropped}
     # Moves that cannot finish while a broker they copy to is down: in flight (Kafka keeps them until the broker is
-    # back and in sync) or not started (held back: submitting would only add one more stuck move).
+    # back and in sync) or not started (held back: submitting would only add one more stuck move). A move in flight
+    # also waits on a broker Kafka still lists but that does not answer; a new move is held back only for a broker
+    # Kafka does not list: one just restarted can take a request timeout to answer, and Kafka takes the move anyway.
     waiting = {tp: down for tp in in_flight if tp in view.ongoing
                if (down := tuple(b for b in view.ongoing[tp].adding if not view.available(b)))}
     position = {tp: i for i, tp in enumerate(targets)}
@@ -365,7 +367,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         if state is None:
             continue  # the topic went away mid-flight; validation of the next spec change will say so
         step = next_submission(targets[tp].replicas, state, incremental)
-        if step is not None and (down := tuple(b for b in step if b not in state.replicas and not view.available(b))):
+        if step is not None and (down := tuple(b for b in step if b not in state.replicas and b not in view.brokers)):
             waiting[tp] = down
         elif step is not None:
             candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,
