@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kafka.errors as kafka_errors
@@ -496,11 +496,10 @@ class KafkaAdminAdapter:
                                                  retriable=True)) for tp in targets}
 
     def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
-        report = LogDirReport()
         if not topics:
-            return report
+            return LogDirReport()
         per_broker = []
-        unreachable = set()
+        unreachable: set[int] = set()
         with self._kafka_python(access.describe_log_dirs()) as kp:
             # One broker at a time, and only those the caller's DescribeCluster found live: kafka-python's own
             # metadata may still name a broker that died (its refresh keeps trying that node), and each request to it
@@ -518,7 +517,7 @@ class KafkaAdminAdapter:
         if back := (self._unreachable_said & set(brokers)) - unreachable:
             log.info("DescribeLogDirs: broker(s) %s answer again", sorted(back))
         self._unreachable_said = (self._unreachable_said - set(brokers)) | unreachable
-        report = replace(report, unreachable=frozenset(unreachable))
+        report = LogDirReport(unreachable=frozenset(unreachable))
         for answer in per_broker:
             broker = int(answer["broker"])
             report.broker_dirs[broker] = frozenset(d["log_dir"] for d in answer["log_dirs"]
