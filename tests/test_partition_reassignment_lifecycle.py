@@ -378,7 +378,7 @@ def test_executing_reports_an_in_flight_move_waiting_on_a_down_destination_broke
 
 def test_a_listed_broker_that_does_not_answer_counts_as_down() -> None:
     # Broker 3 died as the active controller: the quorum fails over before anyone fences it, so DescribeCluster still
-    # lists it (a CI run saw that for over a minute) while DescribeLogDirs gets no answer from it.
+    # lists it while DescribeLogDirs gets no answer from it (what CI run 5's log implies; the fence took over a minute).
     v = replace(view({P0: (1, 2, 3), P1: (1, 2)}, ongoing={P0: moving((1, 2), (1, 3))}), unreachable=frozenset({3}))
     assert 3 in v.brokers
     d = decide(intent({P0: (1, 3), P1: (2, 3)}), executing({P0: (1, 3)}), Observation(v))

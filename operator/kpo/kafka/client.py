@@ -512,11 +512,12 @@ class KafkaAdminAdapter:
                         kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError):
                     unreachable.add(broker)
         # Said when it changes, not on every tick; a broker not asked (Kafka no longer lists it) keeps its state.
+        asked = set(brokers)
         if lost := unreachable - self._unreachable_said:
             log.info("DescribeLogDirs: broker(s) %s cannot be reached; their replicas are left out", sorted(lost))
-        if back := (self._unreachable_said & set(brokers)) - unreachable:
+        if back := (self._unreachable_said & asked) - unreachable:
             log.info("DescribeLogDirs: broker(s) %s answer again", sorted(back))
-        self._unreachable_said = (self._unreachable_said - set(brokers)) | unreachable
+        self._unreachable_said = (self._unreachable_said - asked) | unreachable
         report = LogDirReport(unreachable=frozenset(unreachable))
         for answer in per_broker:
             broker = int(answer["broker"])
