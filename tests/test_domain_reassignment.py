@@ -23,7 +23,7 @@ from kpo.domain.reassignment import (
     settled,
     validate,
 )
-from kpo.scheduler import WriteRates
+from kpo.execution.rates import WriteRates
 
 P0, P1, P2, P3 = (TopicPartition("t", i) for i in range(4))
 

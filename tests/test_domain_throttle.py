@@ -18,8 +18,8 @@ from kpo.domain.throttle import (
     reachable,
     removal_changes,
 )
+from kpo.execution.throttles import ensure, remove
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.partition_reassignment.throttling import ensure, remove
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -40,11 +40,33 @@ def test_journal_leaves_someone_elses_rate_and_entries_alone() -> None:
     assert mine.follower_replicas == {"a": {"0:3"}}
 
 
-def test_journal_shares_brokers_another_live_resource_throttles() -> None:
+def test_journal_holds_a_reference_to_brokers_another_resource_throttles() -> None:
     wanted = plan(1000, {A0: ((1, 2), (2, 3))})
+    other = ThrottleJournal(rate=500, brokers=frozenset({3}), leader_replicas={"a": frozenset({"0:1"})})
+    # Broker 3's rate and the entry 0:1 are set, by the other resource: shared, so recorded by both.
+    mine = journal(wanted, ThrottleJournal(), {3: {LEADER_RATE: "500", FOLLOWER_RATE: "500"}},
+                   {"a": {LEADER_REPLICAS: "0:1"}}, [other])
+    assert mine.brokers == {1, 2, 3}
+    assert mine.leader_replicas == {"a": {"0:1", "0:2"}}
+
+
+def test_a_shared_broker_runs_at_the_lowest_rate_of_its_holders() -> None:
+    mine = ThrottleJournal(rate=1000, brokers=frozenset({3}))
     other = ThrottleJournal(rate=500, brokers=frozenset({3}))
-    mine = journal(wanted, ThrottleJournal(), {}, {}, [other])
-    assert mine.brokers == {1, 2}
+    assert apply_changes(mine, {3: {LEADER_RATE: "500", FOLLOWER_RATE: "500"}}, {}, [other]) == []
+    assert apply_changes(mine, {3: {LEADER_RATE: "1000", FOLLOWER_RATE: "1000"}}, {}, [other]) == [
+        ConfigChange("broker", "3", LEADER_RATE, "SET", "500"),
+        ConfigChange("broker", "3", FOLLOWER_RATE, "SET", "500"),
+    ]
+
+
+def test_removal_deletes_a_replica_list_it_would_leave_empty() -> None:
+    mine = ThrottleJournal(rate=1000, leader_replicas={"a": frozenset({"0:1"}), "b": frozenset({"0:2"})})
+    current = {"a": {LEADER_REPLICAS: "0:1"}, "b": {LEADER_REPLICAS: "0:2,5:5"}}
+    assert removal_changes(mine, [], current) == [
+        ConfigChange("topic", "a", LEADER_REPLICAS, "DELETE"),
+        ConfigChange("topic", "b", LEADER_REPLICAS, "SUBTRACT", "0:2"),
+    ]
 
 
 def test_journal_keeps_what_it_recorded_before() -> None:

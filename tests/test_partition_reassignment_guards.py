@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from executor_support import observe as executor_observe
+from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import (
     Broker,
@@ -27,7 +29,6 @@ from kpo.domain.model import (
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
-from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaRequestRefused
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
@@ -149,15 +150,7 @@ class Cluster(FakeCluster):
 
 
 def ports(cluster: Cluster) -> reconciler.Ports:
-    return reconciler.Ports(
-        kafka=cluster,  # type: ignore[arg-type]
-        save_originals=lambda _originals: "rollback",
-        load_throttle=ThrottleJournal,
-        save_throttle=lambda _journal: None,
-        claimed_by_others=dict,
-        others_throttles=list,
-        schedule=lambda candidates, _view: [c.partition for c in candidates],
-    )
+    return executor_ports(cluster)
 
 
 def tick(cluster: Cluster, the_intent: Intent, memory: Memory, status: dict[str, Any] | None = None
@@ -199,7 +192,7 @@ def test_a_replication_factor_changed_behind_kpos_back_is_refused_by_kafka_and_r
 
 def test_one_tick_reads_what_is_moving_before_where_the_replicas_are() -> None:
     cluster = Cluster({P0: (1, 2)})
-    reconciler.observe(cluster, {P0}, with_configs=False)  # type: ignore[arg-type]
+    executor_observe(cluster, {P0}, with_configs=False)  # type: ignore[arg-type]
     assert cluster.calls.index("list_reassignments") < cluster.calls.index("describe_topics")
 
 
@@ -318,14 +311,14 @@ class HidingCluster(Cluster):
 
 def test_a_topic_the_principal_may_not_describe_is_a_refusal_not_a_missing_topic() -> None:
     with pytest.raises(KafkaRequestRefused) as refused:
-        reconciler.observe(HidingCluster({P0: (1, 2)}), {P0}, with_configs=False)  # type: ignore[arg-type]
+        executor_observe(HidingCluster({P0: (1, 2)}), {P0}, with_configs=False)  # type: ignore[arg-type]
     assert refused.value.refusal.code == "TOPIC_AUTHORIZATION_FAILED"
 
 
 def test_a_topic_missing_from_metadata_and_from_describe_is_missing() -> None:
     cluster = Cluster({P0: (1, 2)})
     gone = TopicPartition("gone", 0)
-    view = reconciler.observe(cluster, {P0, gone}, with_configs=False)  # type: ignore[arg-type]
+    view = executor_observe(cluster, {P0, gone}, with_configs=False)  # type: ignore[arg-type]
     assert gone not in view.partitions and "gone" not in view.topics and P0 in view.partitions
     assert cluster.calls.count("describe_topics") == 2  # once for the topic metadata did not list, by name
 

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
+from executor_support import executor_for
+from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.reassignment import Target
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Execution, Limits, Owner, SchedulerConfig
-from kpo.domain.throttle import ThrottleJournal
 from kpo.kafka.admin import KafkaUnavailable
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import reconciler, refill
 from kpo.resources.partition_reassignment.lifecycle import Intent
 from kpo.resources.partition_reassignment.status import memory_of
-from kpo.scheduler import ClusterScheduler
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 OWNER = Owner(NOW, "ns", "move")
@@ -68,7 +68,7 @@ class Clock:
 def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = True, poll_interval: float = 60.0,
           records_down_at_pass: int | None = None) -> tuple[refill.OnePass, refill.Probes, refill.Watching, list[int]]:
     intent = Intent(generation=1, targets={tp: Target((2, 3)) for tp in PARTITIONS})
-    scheduler = ClusterScheduler(SchedulerConfig(defaults=Limits(max_moves=1)))
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves=1)))
     refilled: list[int] = []
     passes = [0]
 
@@ -81,12 +81,8 @@ def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = T
     def one_pass(body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]
                  ) -> tuple[Outcome[Any] | None, reconciler.PassReport | None]:
         reports: list[reconciler.PassReport] = []
-        ports = reconciler.Ports(
-            kafka=cluster,  # type: ignore[arg-type]
-            save_originals=save_originals, load_throttle=ThrottleJournal,
-            save_throttle=lambda _journal: None, claimed_by_others=dict, others_throttles=list,
-            schedule=lambda candidates, view: scheduler.admit(OWNER, Execution(), candidates, view.ongoing, {}),
-            report=reports.append)
+        ports = executor_ports(cluster, executor=executor, owner=OWNER, save_originals=save_originals,
+                               execution=Execution(), report=reports.append)
         clock.now += 0.05  # a pass takes a while
         outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(body.get("status") or {}, originals),
                                   ports=ports, now=NOW)

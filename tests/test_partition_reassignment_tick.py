@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import (
     Replicas,
@@ -55,11 +56,8 @@ class Recording(FakeCluster):
             self.log.append("save throttle journal")
             self.journal = journal
 
-        return reconciler.Ports(
-            kafka=self,  # type: ignore[arg-type]
-            save_originals=save_originals, load_throttle=lambda: self.journal, save_throttle=save_throttle,
-            claimed_by_others=dict, others_throttles=list,
-            schedule=lambda candidates, _view: [c.partition for c in candidates])
+        return executor_ports(self, save_originals=save_originals, load_throttle=lambda: self.journal,
+                              save_throttle=save_throttle)
 
     def writes(self) -> list[str]:
         reads = {"brokers", "topic_names", "list_reassignments", "describe_topics", "log_dirs", "topic_configs",

@@ -30,12 +30,20 @@ from kpo.resources.topic_partition_count import handlers as topic_partition_coun
 from kpo.runtime import OperatorContext
 
 
+class _CountedApiClient(client.ApiClient):
+    """The kubernetes client, each request counted by verb (``kpo_kubernetes_requests_total``)."""
+
+    def call_api(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        metrics.kubernetes_request(str(method).upper())
+        return super().call_api(method, *args, **kwargs)
+
+
 def kubernetes_client() -> client.ApiClient:
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    return client.ApiClient()
+    return _CountedApiClient()
 
 
 API_RETRY_BACKOFFS = (1, 1, 2, 3, 5, 8, 13, 21, *([30] * 18))
@@ -47,7 +55,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = "kpo.dev/finalizer"
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 60
-    settings.execution.max_workers = 8
+    # Ticks are short now that a cluster is read once for all of them (kpo.execution), but a tick of a resource on a
+    # cluster that does not answer still waits for the one look that fails: enough workers that a few broken
+    # clusters never hold up the healthy ones.
+    settings.execution.max_workers = 32
     # Kopf retries a failed API request on these steps, then gives up; a status patch that gives up ends that
     # resource's timer for good. ~10 minutes of retries ride out an API server restart or upgrade.
     settings.networking.error_backoffs = API_RETRY_BACKOFFS
@@ -81,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         # A resource whose ticks stop (deleted, no longer watched) leaves the gauges after a few missed ticks.
         metrics.serve(metrics_port, clusters=operator_config.clusters,
                       stale_after=max(120.0, 10 * operator_config.poll_interval_seconds))
-    context = OperatorContext(config=operator_config, api=kubernetes_client())
+    context = OperatorContext(config=operator_config, api=kubernetes_client(),
+                              on_kafka_request=metrics.kafka_request, on_look=metrics.executor_pass)
     balance = operator_config.balance_score
     sampler = None
     if metrics_port and balance.interval_seconds > 0 and operator_config.clusters:

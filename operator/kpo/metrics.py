@@ -71,6 +71,29 @@ MOVES_STARTED_BETWEEN_POLLS = Counter(
     "kpo_moves_started_between_polls", "Moves Kafka accepted from passes made between polls (refill between polls).",
     ["kind", "cluster"], registry=REGISTRY)
 
+KAFKA_REQUESTS = Counter(
+    "kpo_kafka_requests", "Kafka requests kpo sent, by cluster and request (a DescribeLogDirs or DescribeConfigs per "
+    "broker counts once).", ["cluster", "request"], registry=REGISTRY)
+EXECUTOR_PASSES = Counter(
+    "kpo_executor_passes", "Looks at a cluster taken by its executor, each shared by every tick that asked meanwhile.",
+    ["cluster"], registry=REGISTRY)
+KUBERNETES_REQUESTS = Counter(
+    "kpo_kubernetes_requests", "Kubernetes API requests made by kpo's own code (not Kopf's watches, patches and "
+    "Events), by HTTP verb.", ["verb"], registry=REGISTRY)
+
+
+def kafka_request(cluster: str, request: str) -> None:
+    KAFKA_REQUESTS.labels(cluster, request).inc()
+
+
+def executor_pass(cluster: str) -> None:
+    EXECUTOR_PASSES.labels(cluster).inc()
+
+
+def kubernetes_request(verb: str) -> None:
+    KUBERNETES_REQUESTS.labels(verb).inc()
+
+
 KAFKA_EVENT_REASONS = frozenset({"KafkaUnavailable", "KafkaRefused", "NotAuthorized", "AuthenticationFailed"})
 
 

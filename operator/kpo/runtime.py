@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -28,6 +28,9 @@ from kpo.domain.access import Backoff
 from kpo.domain.clock import rfc3339, utcnow
 from kpo.domain.model import TopicPartition
 from kpo.domain.scheduling import Limits, SchedulerConfig
+from kpo.execution.counting import counted
+from kpo.execution.executor import ClusterExecutor
+from kpo.execution.observation import Look, SharedLooks
 from kpo.k8s.outage import ApiOutage
 from kpo.k8s.proposals import ProposalStore
 from kpo.k8s.rollback import RollbackStore
@@ -36,7 +39,6 @@ from kpo.k8s.status import patch_status
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
 from kpo.plan_backends import PlanningJobs
-from kpo.scheduler import ClusterScheduler, WriteRates
 
 
 def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnection, namespace: str
@@ -79,13 +81,19 @@ class OperatorContext:
     api: client.ApiClient
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
     _login_backoffs: dict[str, Backoff] = field(default_factory=dict)
-    _schedulers: dict[str, ClusterScheduler] = field(default_factory=dict)
-    _write_rates: dict[str, WriteRates] = field(default_factory=dict)
+    _executors: dict[str, ClusterExecutor] = field(default_factory=dict)
+    #: Told of every Kafka request kpo makes (cluster, request) and every look at a cluster (cluster): the metrics.
+    on_kafka_request: Callable[[str, str], None] = lambda _cluster, _request: None
+    on_look: Callable[[str], None] = lambda _cluster: None
+    #: Whether this replica may act on Kafka (leader election); always, without it.
+    may_act: Callable[[], bool] = lambda: True
     _planning_jobs: PlanningJobs | None = None
     _refill_slots: threading.BoundedSemaphore | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # One lock per resource, so a timer tick and a change or deletion handler never act on one CR at once.
     _resource_locks: dict[str, threading.Lock] = field(default_factory=dict)
+    # The last status this operator wrote per resource (uid): (resourceVersion, status), see :meth:`current`.
+    _written: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     # Whether the Kubernetes API answers, shared by every resource's tick (one warning per outage, not one a tick).
     api_outage: ApiOutage = field(default_factory=ApiOutage)
     # Partitions of approved proposals, by (namespace, name, proposal id): a proposal never changes under its id.
@@ -149,25 +157,33 @@ class OperatorContext:
                 admin = KafkaAdminAdapter(settings, on_login_refused=lambda: _next_attempt(backoff),
                                           on_login=backoff.succeeded)
                 self._admins[name] = admin
-            return admin
+            return counted(admin, lambda request: self.on_kafka_request(name, request))
 
-    def scheduler(self, cluster: str) -> ClusterScheduler:
-        """The one move scheduler of a Kafka cluster, shared by all its PartitionReassignments."""
+    def executor(self, cluster: str) -> ClusterExecutor:
+        """The one executor of a Kafka cluster (:mod:`kpo.execution`), shared by all its PartitionReassignments."""
         with self._lock:
-            found = self._schedulers.get(cluster)
-            if found is None:
-                defaults = self.config.execution
-                for_crs = Limits(max_moves=None, max_moves_per_broker=defaults.max_moves_per_broker,
-                                 max_moves_per_broker_direction=defaults.max_moves_per_broker_direction)
-                found = ClusterScheduler(
-                    SchedulerConfig(defaults=for_crs, max_moves=defaults.max_moves),
-                    stale_after_seconds=max(30.0, 10 * self.config.poll_interval_seconds))
-                self._schedulers[cluster] = found
-            return found
+            found = self._executors.get(cluster)
+            if found is not None:
+                return found
+            defaults = self.config.execution
+            for_crs = Limits(max_moves=None, max_moves_per_broker=defaults.max_moves_per_broker,
+                             max_moves_per_broker_direction=defaults.max_moves_per_broker_direction)
+            poll = self.config.poll_interval_seconds
+            timeout = self.config.connection(cluster).request_timeout_seconds
 
-    def write_rates(self, cluster: str) -> WriteRates:
-        with self._lock:
-            return self._write_rates.setdefault(cluster, WriteRates())
+            def seen(look: Look) -> None:
+                self.on_look(cluster)
+                executor.write_rates.observe({tp: look.partition_size(tp) for tp in
+                                              (tp for states in look.states.values() for tp in states)})
+
+            looks = SharedLooks(lambda: self.kafka(cluster), interest_seconds=max(60.0, 10 * poll),
+                                wait_seconds=2 * timeout + 5, on_look=seen)
+            executor = ClusterExecutor(cluster, lambda: self.kafka(cluster),
+                                       SchedulerConfig(defaults=for_crs, max_moves=defaults.max_moves),
+                                       looks=looks, stale_after_seconds=max(30.0, 10 * poll),
+                                       may_act=self._may_act)
+            self._executors[cluster] = executor
+            return executor
 
     def forget_kafka(self, cluster_ref: str | None) -> None:
         name = self.cluster_name(cluster_ref)
@@ -188,9 +204,46 @@ class OperatorContext:
                 self._refill_slots = threading.BoundedSemaphore(self.config.refill.max_watching_ticks)
             return self._refill_slots
 
+    def _may_act(self) -> bool:
+        # Read when acting, not when the executor is made: leader election sets it once the operator has started.
+        return self.may_act()
+
     def write_status(self, plural: str, body: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-        """Merge-patch a resource's status (see :mod:`kpo.k8s.status`); False if the resource is gone."""
-        return patch_status(self.api, plural, body, status)
+        """Merge-patch a resource's status (see :mod:`kpo.k8s.status`); False if the resource is gone. Raises
+        :class:`~kpo.k8s.status.StaleStatus` when the object changed since ``body``."""
+        written = patch_status(self.api, plural, body, status)
+        if written is None:
+            return False
+        meta = body["metadata"]
+        merged = {k: v for k, v in {**(body.get("status") or {}), **status}.items() if v is not None}
+        with self._lock:
+            self._written[str(meta.get("uid"))] = (written, merged)
+        return True
+
+    def current(self, uid: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``body``, or — when this operator has written the resource's status since that copy of it — the same
+        object with the status it wrote and the resourceVersion that write returned.
+
+        Kopf hands a timer the object as its watch last delivered it, and with hundreds of resources the watch runs
+        behind the operator's own status writes: ticks decided on statuses a minute old and said "Succeeded" twice.
+        A resourceVersion is etcd's revision, so the larger one is the newer copy."""
+        with self._lock:
+            written = self._written.get(uid)
+        if written is None:
+            return body
+        version, status = written
+        meta = body.get("metadata") or {}
+        try:
+            newer = int(version) > int(meta.get("resourceVersion") or 0)
+        except ValueError:
+            return body
+        if not newer:
+            return body
+        return {**body, "metadata": {**meta, "resourceVersion": version}, "status": status}
+
+    def forget_written(self, uid: str) -> None:
+        with self._lock:
+            self._written.pop(uid, None)
 
     def resource_lock(self, uid: str) -> threading.Lock:
         with self._lock:

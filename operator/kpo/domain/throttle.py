@@ -136,8 +136,11 @@ def journal(wanted: ThrottlePlan, previous: ThrottleJournal, broker_configs: Map
             ) -> ThrottleJournal:
     """What this resource owns once ``wanted`` is applied: its previous journal plus what it adds now.
 
-    A broker whose rate is already set — by someone outside kpo, or by another live resource — is left alone: the
-    existing throttle governs it, and whoever set it removes it. A replica entry already listed is not recorded.
+    A broker whose rate someone outside kpo set is left alone: that throttle governs it, and whoever set it removes
+    it. A broker another kpo resource throttles is shared: this resource records it too (one more reference), so
+    whichever of them ends last takes the rate back — recorded by one of them only, the rate was deleted under the
+    other's moves, or kept for ever when the one that recorded it ended while a stale view showed the other holding
+    it. Replica entries the same way: someone else's are not recorded, another resource's are shared.
     """
     others = list(held_by_others)
     others_brokers = {b for j in others for b in j.brokers}
@@ -145,17 +148,18 @@ def journal(wanted: ThrottlePlan, previous: ThrottleJournal, broker_configs: Map
     for broker in wanted.brokers:
         configured = broker_configs.get(broker, {})
         already = any(configured.get(k) for k in BROKER_KEYS)
-        if broker in brokers or (not already and broker not in others_brokers):
+        if broker in brokers or broker in others_brokers or not already:
             brokers.add(broker)
     leader = {t: set(v) for t, v in previous.leader_replicas.items()}
     follower = {t: set(v) for t, v in previous.follower_replicas.items()}
-    for mine, wanted_side, key in ((leader, wanted.leader_replicas, LEADER_REPLICAS),
-                                   (follower, wanted.follower_replicas, FOLLOWER_REPLICAS)):
+    for mine, wanted_side, key, attr in ((leader, wanted.leader_replicas, LEADER_REPLICAS, "leader_replicas"),
+                                         (follower, wanted.follower_replicas, FOLLOWER_REPLICAS, "follower_replicas")):
         for topic, entries in wanted_side.items():
             listed = _entries(topic_configs.get(topic, {}).get(key))
             if "*" in listed:
                 continue  # every replica of the topic is throttled already, by someone else
-            mine.setdefault(topic, set()).update(e for e in entries if e not in listed)
+            shared = {e for j in others for e in getattr(j, attr).get(topic, ())}
+            mine.setdefault(topic, set()).update(e for e in entries if e not in listed or e in shared)
     return ThrottleJournal(rate=wanted.rate, brokers=frozenset(brokers),
                            leader_replicas={t: frozenset(v) for t, v in leader.items() if v},
                            follower_replicas={t: frozenset(v) for t, v in follower.items() if v})
@@ -169,11 +173,21 @@ def reachable(changes: Iterable[ConfigChange], live_brokers: Iterable[int]) -> l
 
 
 def apply_changes(mine: ThrottleJournal, broker_configs: Mapping[int, Mapping[str, str]],
-                  topic_configs: Mapping[str, Mapping[str, str]]) -> list[ConfigChange]:
-    """The operations that make the cluster carry every throttle in ``mine`` (none when it already does)."""
+                  topic_configs: Mapping[str, Mapping[str, str]],
+                  held_by_others: Iterable[ThrottleJournal] = ()) -> list[ConfigChange]:
+    """The operations that make the cluster carry every throttle in ``mine`` (none when it already does).
+
+    A broker several resources throttle runs at the lowest of their rates: a throttle is a promise not to exceed,
+    and one rate per broker must not flip between two resources' values on every tick.
+    """
     changes: list[ConfigChange] = []
-    rate = str(mine.rate)
+    shared: dict[int, int] = {}
+    for other in held_by_others:
+        for broker in other.brokers:
+            if other.rate > 0:
+                shared[broker] = min(shared.get(broker, other.rate), other.rate)
     for broker in sorted(mine.brokers):
+        rate = str(min(mine.rate, shared.get(broker, mine.rate)))
         configured = broker_configs.get(broker, {})
         for key in BROKER_KEYS:
             if configured.get(key) != rate:
@@ -207,8 +221,13 @@ def applied_only(mine: ThrottleJournal, previous: ThrottleJournal, refused: Iter
                            follower_replicas=follower)
 
 
-def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJournal]) -> list[ConfigChange]:
-    """The operations that take back exactly what ``mine`` added and no other live resource still needs."""
+def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJournal],
+                    topic_configs: Mapping[str, Mapping[str, str]] | None = None) -> list[ConfigChange]:
+    """The operations that take back exactly what ``mine`` added and no other live resource still needs.
+
+    With the topics' current lists (``topic_configs``), a list that would be left empty is deleted instead of
+    subtracted from: kafka-reassign-partitions deletes the key, and an empty value left behind is residue.
+    """
     others = list(held_by_others)
     others_brokers = {b for j in others for b in j.brokers}
     changes: list[ConfigChange] = []
@@ -219,7 +238,12 @@ def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJour
         for topic, entries in sorted(side.items()):
             shared = {e for j in others for e in getattr(j, attr).get(topic, ())}
             own = sorted(entries - shared)
-            if own:
+            if not own:
+                continue
+            current = _entries(topic_configs[topic].get(key)) if topic_configs and topic in topic_configs else None
+            if current is not None and not (current - set(own)):
+                changes.append(ConfigChange("topic", topic, key, "DELETE"))
+            else:
                 changes.append(ConfigChange("topic", topic, key, "SUBTRACT", ",".join(own)))
     return changes
 

@@ -19,16 +19,35 @@ from kubernetes.client.exceptions import ApiException
 WRITE_TIMEOUT_SECONDS = 30.0
 
 
-def patch_status(api: client.ApiClient, plural: str, body: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-    """Merge-patch ``status`` into the status subresource of the object ``body``; False if the object is gone."""
+class StaleStatus(Exception):  # noqa: N818 - reads as what it is
+    """The object changed since the body the status was computed from (HTTP 409 on the resourceVersion
+    precondition): the tick's status is for an older object, and must not be written."""
+
+
+def patch_status(api: client.ApiClient, plural: str, body: Mapping[str, Any], status: Mapping[str, Any]
+                 ) -> str | None:
+    """Merge-patch ``status`` into the status subresource of the object ``body``; the object's new resourceVersion,
+    or None if the object is gone.
+
+    The patch carries ``body``'s resourceVersion as a precondition: a tick that decided on an older copy of the
+    object (the operator's watch can lag behind its own writes by a minute with hundreds of resources) gets
+    :class:`StaleStatus` instead of writing a status, or posting Events, that went back in time.
+    """
     meta = body["metadata"]
     group, _, version = str(body["apiVersion"]).partition("/")
+    patch: dict[str, Any] = {"status": dict(status)}
+    if meta.get("resourceVersion"):
+        patch["metadata"] = {"resourceVersion": meta["resourceVersion"]}
     try:
-        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            group, version, meta["namespace"], plural, meta["name"], {"status": dict(status)},
+        written = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            group, version, meta["namespace"], plural, meta["name"], patch,
             _content_type="application/merge-patch+json", _request_timeout=WRITE_TIMEOUT_SECONDS)
     except ApiException as exc:
         if exc.status == 404:
-            return False
+            return None
+        if exc.status == 409:
+            raise StaleStatus(f"{meta['namespace']}/{meta['name']} changed since resourceVersion "
+                              f"{meta.get('resourceVersion')}") from exc
         raise
-    return True
+    metadata = written.get("metadata") if isinstance(written, dict) else None
+    return str((metadata or {}).get("resourceVersion") or "")

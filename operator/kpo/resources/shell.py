@@ -44,6 +44,7 @@ from kpo.domain.conditions import STALLED, Event
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
 from kpo.k8s.outage import namespace_terminating
+from kpo.k8s.status import StaleStatus
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import Outcome, RetryLater, invalid_outcome, not_authorized_outcome
 from kpo.runtime import OperatorContext
@@ -71,6 +72,8 @@ class Tick(Generic[Spec]):
     now: datetime
     #: The kind's own Kopf index (:attr:`Kind.index`), if it declares one.
     index: Mapping[str, Any] = field(default_factory=dict)
+    #: The object as Kopf keeps it, updated as watch events arrive (``body`` may be the operator's newer copy).
+    live: Mapping[str, Any] | None = None
 
     @property
     def namespace(self) -> str:
@@ -168,7 +171,7 @@ def fallback_status(status: Mapping[str, Any], refusal: str) -> dict[str, Any]:
 StatusWriter = Callable[[Mapping[str, Any]], bool]
 
 
-def post_outcome(body: kopf.Body, write: StatusWriter, outcome: Outcome[Any] | None) -> None:
+def post_outcome(body: Mapping[str, Any], write: StatusWriter, outcome: Outcome[Any] | None) -> None:
     """Write a tick's status and post its Events (only once the status is written); None: nothing.
 
     A status the API server would refuse is replaced by its small, valid part and a ``StatusRefused`` Stalled
@@ -187,7 +190,7 @@ def post_outcome(body: kopf.Body, write: StatusWriter, outcome: Outcome[Any] | N
     if not write(status):
         return  # the resource is gone: nothing to say
     for event in events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
+        kopf.event(cast(kopf.Body, body), type=event.type, reason=event.reason, message=event.message[:1024])
 
 
 # ---------------------------------------------------------------------------------------------- spec and cluster
@@ -271,10 +274,13 @@ def _index(kind: Kind[Any], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
 def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logger,
          **kwargs: Any) -> None:
     """One timer tick of ``kind`` (see the module docstring for the order of its steps)."""
-    meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
-    if meta.get("deletionTimestamp"):
+    if body["metadata"].get("deletionTimestamp"):
         return
     context = _context(memo)
+    live = body
+    # The status this operator wrote last, when Kopf's copy is older (its watch lags behind the operator's writes).
+    current = context.current(uid, live)
+    meta, spec, status = current["metadata"], current.get("spec") or {}, current.get("status") or {}
     generation = int(meta.get("generation") or 1)
     now = utcnow()
 
@@ -282,37 +288,46 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logg
     written: dict[str, Any] = {}
 
     def write(new: Mapping[str, Any]) -> bool:
-        if not context.write_status(kind.plural, body, new):
+        if not context.write_status(kind.plural, current, new):
             return False
         written["status"] = {**(written.get("status") or {}), **new}
         return True
 
     def run() -> None:
+        try:
+            decide_and_write()
+        except StaleStatus as exc:
+            # Decided on an older copy of the object (a spec change, or a write by someone else, came in between):
+            # nothing is written and no Event posted; the next tick decides again on the newer copy.
+            logger.debug("not written: %s", exc)
+
+    def decide_and_write() -> None:
         with context.resource_lock(uid), metrics.reconcile(kind.name, uid, status=status, patch=written,
                                                            cluster=context.cluster_name(spec.get("clusterRef"))
                                                            ) as tick_metrics:
             inputs = parse_and_connect(
                 spec, kind.parse, context.kafka,
-                lambda problems: post_outcome(body, write, invalid_outcome(status, generation, problems, now)),
+                lambda problems: post_outcome(current, write, invalid_outcome(status, generation, problems, now)),
                 refuse_unknown_cluster=status.get("observedGeneration") != generation)
             if inputs is None:
                 return
             parsed, kafka = inputs
-            current = Tick(body=body, spec=parsed, kafka=kafka, context=context, now=now, index=_index(kind, kwargs))
+            ticked = Tick(body=current, spec=parsed, kafka=kafka, context=context, now=now,
+                          index=_index(kind, kwargs), live=live)
             outcome: Outcome[Any] | None = None
             with kafka_refusals_retried(logger) as refused:
                 try:
-                    outcome = kind.reconcile(current)
+                    outcome = kind.reconcile(ticked)
                 except RetryLater as exc:
                     raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
             if refused.refusal is not None:
                 outcome = not_authorized_outcome(status, generation, refused.refusal, now)
                 if outcome is not None and kind.refused is not None:
-                    outcome = kind.refused(current, outcome)
+                    outcome = kind.refused(ticked, outcome)
             tick_metrics.settle(outcome.originals if outcome else {}, events=outcome.events if outcome else ())
             if outcome is not None and outcome.lost_kafka:
                 context.forget_kafka(parsed.cluster_ref)
-            post_outcome(body, write, outcome)
+            post_outcome(current, write, outcome)
 
     try:
         context.api_outage.run(run)
@@ -325,6 +340,7 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logg
 def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: Any) -> None:
     """Deletion: drop the resource from the metrics and, for a kind that owns something in Kafka, let go of it."""
     metrics.forget(uid)
+    _context(memo).forget_written(uid)
     if kind.release is None:
         return
     context = _context(memo)

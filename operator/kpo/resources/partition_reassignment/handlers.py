@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -96,30 +97,43 @@ def _claims(tick: Tick) -> list[Claim]:
     return list(tick.index.get(tick.context.cluster_name(tick.spec.cluster_ref), []))
 
 
-def _ports(tick: Tick, intent: Intent) -> reconciler.Ports:
-    """The execution tick's reads and writes: ConfigMaps, the other resources' claims, the cluster's scheduler."""
+def _ports(tick: Tick, intent: Intent, *, create_records: bool = True) -> reconciler.Ports:
+    """The execution tick's reads and writes: the cluster's executor (its shared look, admission, the only sender of
+    moves and throttles), ConfigMaps, the other resources' claims. ``create_records=False`` (deletion): a ConfigMap
+    that is gone is not made again."""
     context, body = tick.context, tick.body
+    began = time.monotonic()
     me = claim_of(tick.key, str(body["metadata"].get("creationTimestamp", "")), intent.targets, tick.status)
     others = [c for c in _claims(tick) if c.key != me.key]
     owner = _owner(me.key, me.created)
     execution = execution_of(tick.spec)
     holders = {tp: _owner(c.key, c.created) for c in [*others, me] if c.live for tp in c.in_flight}
-    cluster = context.cluster_name(tick.spec.cluster_ref)
-    scheduler = context.scheduler(cluster)
+    executor = context.executor(context.cluster_name(tick.spec.cluster_ref))
+    # The other resources' throttle journals as their statuses say; the ledger's own records, fresher, come first.
+    index = {c.key: c.throttle for c in others if c.live}
+
+    def save_throttle(journal: ThrottleJournal) -> object:
+        return context.rollbacks.save_throttle(body, journal, create=create_records)
+
     return reconciler.Ports(
         kafka=tick.kafka,
+        look=lambda topics: executor.looks.after(began, topics),
+        send=lambda targets, allow: executor.send(owner, targets, allow_replication_factor_change=allow),
+        elect=executor.elect,
+        ensure_throttle=lambda rate, moves, previous, live: executor.throttles.ensure(
+            me.key, executor.kafka(), rate, moves, previous=previous, index=index, save=save_throttle,
+            live_brokers=live),
+        remove_throttle=lambda journal, live: executor.throttles.remove(
+            me.key, executor.kafka(), journal, index=index, save=save_throttle, live_brokers=live),
         save_originals=lambda found: context.rollbacks.add(body, found),
         load_throttle=lambda: context.rollbacks.load_throttle(tick.namespace, tick.name),
-        save_throttle=lambda journal: context.rollbacks.save_throttle(body, journal),
         claimed_by_others=lambda: claimed_by_others(me, others),
-        others_throttles=lambda: [c.throttle for c in others if c.live],
-        schedule=lambda candidates, view: scheduler.admit(
-            owner, execution, candidates, view.ongoing, holders,
-            sizes={tp: view.partition_size(tp) for tp in view.partitions}, write_rates=view.write_rates),
-        write_rates=context.write_rates(cluster).observe,
+        schedule=lambda candidates, _view: executor.admit(owner, execution, candidates, holders),
+        write_rates=executor.write_rates.of,
+        settle=lambda: executor.settle(owner),
         records=rollback_name(tick.name),
         load_cordon=lambda: context.rollbacks.load_cordon_record(tick.namespace, tick.name) or CordonJournal(),
-        save_cordon=lambda journal: context.rollbacks.save_cordon(body, journal),
+        save_cordon=lambda journal: context.rollbacks.save_cordon(body, journal, create=create_records),
         others_cordons=lambda: [c.cordons for c in others if not c.cordons.empty],
     )
 
@@ -176,7 +190,7 @@ def _estimating(tick: Tick) -> plan_reconciler.Estimating:
     the operator's poll interval and refill between polls."""
     context = tick.context
     owner = _owner(tick.key, str(tick.body["metadata"].get("creationTimestamp", "")))
-    config = context.scheduler(context.cluster_name(tick.spec.cluster_ref)).config
+    config = context.executor(context.cluster_name(tick.spec.cluster_ref)).config
     incremental = tick.spec.execution.strategy.value == "Incremental"
     policy = _watching(context).policy
 
@@ -198,14 +212,15 @@ def _watching(context: OperatorContext) -> refill.Watching:
 def _probes(tick: Tick) -> refill.Probes:
     """Looks between polls: the resource's own moves in Kafka, and whether the resource is still the one ticked (the
     timer's body is live: Kopf updates it as watch events arrive)."""
-    live = tick.body
+    live = tick.live if tick.live is not None else tick.body
 
     def unchanged() -> bool:
         meta = live.get("metadata") or {}
         return int(meta.get("generation") or 1) == tick.generation and not meta.get("deletionTimestamp")
 
     cluster = tick.context.cluster_name(tick.spec.cluster_ref)
-    return refill.Probes(moving=lambda partitions: set(tick.kafka.list_reassignments(partitions)),
+    executor = tick.context.executor(cluster)
+    return refill.Probes(moving=lambda partitions: executor.moving(partitions, time.monotonic()),
                          unchanged=unchanged,
                          refilled=lambda started: metrics.refilled(KIND_NAME, cluster, started),
                          fatal=is_outage)
@@ -226,6 +241,8 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     context.planning_jobs.cleanup(tick.body)
     if tick.spec.deletion_policy is DeletionPolicy.ORPHAN:
         log.info("%s: deletionPolicy Orphan: moves in flight are left running in Kafka", tick.key)
+        # Its throttles are the user's from now on: kpo neither keeps them for it nor counts it as their holder.
+        context.executor(context.cluster_name(tick.spec.cluster_ref)).throttles.forget(tick.key)
         left: list[Event] = []
         if brokers := (tick.status.get("throttle") or {}).get("brokers"):
             left.append(Event("Warning", "ThrottleLeft",
@@ -251,10 +268,11 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     cordons = recorded_cordons if recorded_cordons is not None else CordonState.from_status(tick.status).journal
     holdings = reconciler.Holdings(phase=memory.phase, owned=memory.owned, targets=targets, journal=journal,
                                    originals_recorded=recorded, cordons=cordons)
-    ports = replace(_ports(tick, intent_of(tick.spec, tick.generation)),
-                    save_throttle=lambda left: context.rollbacks.save_throttle(tick.body, left, create=False),
-                    save_cordon=lambda left: context.rollbacks.save_cordon(tick.body, left, create=False))
-    return reconciler.release(holdings, ports)
+    ports = _ports(tick, intent_of(tick.spec, tick.generation), create_records=False)
+    events = reconciler.release(holdings, ports)
+    context.executor(context.cluster_name(tick.spec.cluster_ref)).forget(
+        _owner(tick.key, str(tick.body["metadata"].get("creationTimestamp", ""))))
+    return events
 
 
 KIND = shell.Kind(name=KIND_NAME, plural=PLURAL, parse=parse_spec,

@@ -18,13 +18,14 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal
-from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
 from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
+from kpo.execution.observation import Look
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
-from kpo.resources.partition_reassignment import cordoning, throttling
+from kpo.resources.partition_reassignment import cordoning
 from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import (
     BROKER_UNAVAILABLE,
@@ -46,23 +47,41 @@ log = logging.getLogger(__name__)
 _FRESH_START = frozenset({Phase.PENDING, Phase.REVERTING})
 
 
-def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs: bool) -> ClusterView:
-    """The slice of the cluster one tick needs, read fresh from Kafka.
+def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitions: set[TopicPartition], *,
+            with_configs: bool) -> ClusterView:
+    """The slice of the cluster one tick needs: the cluster's shared look (taken after the tick began), sliced.
 
-    What is moving (ListPartitionReassignments) is read *before* where the replicas are (DescribeTopics). The other
-    way round, a move that completed between the two reads looked like a partition on its mid-move replicas with
-    nothing moving — pending, so it was submitted again. In this order, a move that completes between the reads is
-    still listed as moving, and DescribeTopics shows it at its target: :func:`settled` drops such a stale entry, and
-    even kept it only makes the partition count as in flight for one more tick; a partition is never taken for
+    The look reads what is moving (ListPartitionReassignments) *before* where the replicas are (DescribeTopics). The
+    other way round, a move that completed between the two reads looked like a partition on its mid-move replicas
+    with nothing moving — pending, so it was submitted again. In this order, a move that completes between the reads
+    is still listed as moving, and DescribeTopics shows it at its target: :func:`settled` drops such a stale entry,
+    and even kept it only makes the partition count as in flight for one more tick; a partition is never taken for
     pending while its move runs or after it ended. The reverse race, a move starting between the reads, matters
     where the tick validates the spec against the partition's replicas: there the moves are listed once more.
+
+    Topics the look's metadata does not list are asked for by name, from this tick: metadata lists only the topics
+    the principal may describe (so a missing ACL reads as NotAuthorized, not as "topic does not exist"), and a topic
+    created a moment ago may not be listed yet.
     """
     topics = {tp.topic for tp in partitions}
-    brokers = kafka.brokers()
-    names = topic_names_with(kafka, topics)
-    present = topics & names
-    ongoing = kafka.list_reassignments([tp for tp in partitions if tp.topic in present])
-    states = kafka.describe_topics(present)
+    seen = look(topics)
+    listed = topics & seen.topic_names
+    unlisted = topics - seen.topic_names
+    found = kafka.describe_topics(unlisted) if unlisted else {}
+    late = {tp.topic for tp in found}
+    present = listed | late
+    ongoing = {tp: o for tp in partitions if tp.topic in listed and (o := seen.ongoing.get(tp)) is not None}
+    states = seen.partition_states(listed)
+    dirs = seen.log_dirs(listed)
+    if late:
+        # Metadata has not caught up with topics created a moment ago: those are read here, as a look would.
+        ongoing.update(kafka.list_reassignments([tp for tp in partitions if tp.topic in late]))
+        states.update(found)
+        more = kafka.log_dirs(late, seen.brokers)
+        dirs = LogDirReport(sizes={**dirs.sizes, **more.sizes}, broker_dirs={**dirs.broker_dirs, **more.broker_dirs},
+                            replica_dirs={**dirs.replica_dirs, **more.replica_dirs},
+                            future_dirs={**dirs.future_dirs, **more.future_dirs},
+                            unreachable=dirs.unreachable | more.unreachable)
     if with_configs:
         # Validation judges the replicas a partition has now. A move someone else starts between the two reads shows
         # in DescribeTopics as its mid-move union with nothing listed as moving: RF 1 moving [1] -> [2] reads [2, 1],
@@ -71,13 +90,12 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
         quiet = [tp for tp in partitions if tp.topic in present and tp not in ongoing]
         ongoing = {**ongoing, **kafka.list_reassignments(quiet)} if quiet else ongoing
     ongoing = settled(ongoing, states)
-    dirs = kafka.log_dirs(present, brokers)
     min_insync: dict[str, int] = {}
     if with_configs and present:
         configs = kafka.topic_configs(present, ["min.insync.replicas"])
         min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
-    return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
-                       min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=frozenset(names),
+    return ClusterView(brokers=seen.brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
+                       min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=seen.topic_names | late,
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable)
 
 
@@ -99,16 +117,30 @@ def _key(body: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Ports:
-    """Everything a tick reads and writes besides the CR itself, handed in by the Kopf wiring."""
+    """Everything a tick reads and writes besides the CR itself, handed in by the Kopf wiring.
+
+    Reads of the cluster come from its shared look (``look``) and, for what a look does not read, ``kafka``; every
+    write to Kafka that concerns moves and throttles goes through the cluster's executor (``send``, ``elect``,
+    ``ensure_throttle``, ``remove_throttle``), never through ``kafka``.
+    """
 
     kafka: KafkaAdmin
+    look: Callable[[Collection[str]], Look]
+    send: Callable[[Mapping[TopicPartition, Replicas | None], bool], dict[TopicPartition, KafkaRefusal | None]]
+    elect: Callable[[Sequence[TopicPartition]], dict[TopicPartition, KafkaRefusal | None]]
+    #: The throttle for these moves (partition -> (original, target)) at this rate, given the journal so far and the
+    #: live brokers; returns the journal (saved before anything is applied).
+    ensure_throttle: Callable[[int, Mapping[TopicPartition, tuple[Replicas, Replicas]], ThrottleJournal,
+                               Collection[int]], ThrottleJournal]
+    #: Take back what the journal holds (and no one else needs); returns what is left.
+    remove_throttle: Callable[[ThrottleJournal, Collection[int] | None], ThrottleJournal]
     save_originals: Callable[[Mapping[TopicPartition, Replicas]], str]
     load_throttle: Callable[[], ThrottleJournal]
-    save_throttle: Callable[[ThrottleJournal], object]
     claimed_by_others: Callable[[], dict[TopicPartition, str]]
-    others_throttles: Callable[[], list[ThrottleJournal]]
     schedule: Callable[[Sequence[Candidate], ClusterView], Sequence[TopicPartition]]
-    write_rates: Callable[[Mapping[TopicPartition, int]], dict[TopicPartition, float]] = lambda _sizes: {}
+    write_rates: Callable[[Collection[TopicPartition]], dict[TopicPartition, float]] = lambda _partitions: {}
+    #: The tick ended: moves admitted but not sent are free for others again.
+    settle: Callable[[], None] = lambda: None
     #: The ConfigMap that holds the resource's records (original replicas, throttle journal), named in the status.
     records: str = ""
     #: Told what each pass left in flight and waiting, for refill between polls (:mod:`refill`).
@@ -178,9 +210,18 @@ def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Port
     validating = memory.phase in TERMINAL or memory.phase is Phase.PENDING or \
         intent.generation != memory.observed_generation
     try:
-        view = observe(kafka, partitions, with_configs=validating)
-        sizes = {tp: view.partition_size(tp) for tp in view.partitions}
-        view = replace(view, write_rates=ports.write_rates(sizes))
+        return _tick(body, status, intent=intent, memory=memory, ports=ports, now=now, kafka=kafka,
+                     partitions=partitions, validating=validating)
+    finally:
+        ports.settle()
+
+
+def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent, memory: Memory, ports: Ports,
+          now: dt.datetime, kafka: KafkaAdmin, partitions: set[TopicPartition], validating: bool
+          ) -> Outcome[Decision] | None:
+    try:
+        view = observe(kafka, ports.look, partitions, with_configs=validating)
+        view = replace(view, write_rates=ports.write_rates(set(view.partitions)))
         observation = Observation(view=view, claimed_by_others=ports.claimed_by_others(), now=now)
         decision = kept_outcome(decide(intent, memory, observation,
                                        lambda candidates: ports.schedule(candidates, view)), memory, status)
@@ -271,9 +312,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         originals = {**memory.originals, **decision.save_originals}
         moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
                  for tp, t in decision.targets.items() if tp in view.partitions}
-        effects.journal = throttling.ensure(kafka, intent.throttle, moves, previous=ports.load_throttle(),
-                                            others=ports.others_throttles(), save=ports.save_throttle,
-                                            live_brokers=view.brokers)
+        effects.journal = ports.ensure_throttle(intent.throttle, moves, ports.load_throttle(), view.brokers)
         effects.rollback_name = effects.rollback_name or ports.records
     # 2b. KIP-1066: the brokers a RemoveBrokers drain empties are cordoned before its moves start, and only while it
     #     executes, pauses or has succeeded; any other phase takes the cordons back.
@@ -292,7 +331,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     if decision.cancel:
         log.info("%s: cancelling %d move(s): %s", _key(body), len(decision.cancel),
                  ", ".join(map(str, decision.cancel)))
-        for tp, answer in kafka.alter_reassignments(dict.fromkeys(decision.cancel)).items():
+        for tp, answer in ports.send(dict.fromkeys(decision.cancel), False).items():
             if answer is None or answer.code == "NO_REASSIGNMENT_IN_PROGRESS":
                 effects.owned.pop(tp, None)
                 if tp in decision.give_up:
@@ -300,7 +339,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                     effects.failures[tp] = decision.give_up[tp]
     # 4. New and re-targeted moves.
     if decision.submit:
-        _submit(body, kafka, decision, view, effects)
+        _submit(body, ports, decision, view, effects)
     # 5. Replicas that sit on their target brokers but in another log dir than the spec names.
     if decision.move_dirs:
         log.info("%s: moving %d replica(s) between log dirs", _key(body), len(decision.move_dirs))
@@ -311,7 +350,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                                             f"{tp}: broker {broker} refused the log dir move: {answer}"))
     # 6. Preferred leaders for the moved partitions, before the resource reports success.
     if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED and intent.elect_leaders_after:
-        effects.leader_election = _elect(kafka, decision, {**memory.originals, **decision.save_originals},
+        effects.leader_election = _elect(ports, decision, {**memory.originals, **decision.save_originals},
                                          effects.events)
     # 7. The last move has ended: take the throttle back (never while a move of this resource runs).
     # The journal in the ConfigMap is the truth: it is written before any throttle is applied.
@@ -322,8 +361,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         journal = ports.load_throttle()
         effects.journal = journal
         if not journal.empty:
-            left = throttling.remove(kafka, journal, ports.others_throttles(), ports.save_throttle,
-                                     live_brokers=view.brokers)
+            left = ports.remove_throttle(journal, view.brokers)
             effects.journal = left
             if left.empty:
                 effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
@@ -331,7 +369,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                 effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - set(view.brokers))
 
 
-def _submit(body: Mapping[str, Any], kafka: KafkaAdmin, decision: Decision, view: ClusterView,
+def _submit(body: Mapping[str, Any], ports: Ports, decision: Decision, view: ClusterView,
             effects: _Effects) -> None:
     log.info("%s: submitting %d move(s): %s", _key(body), len(decision.submit),
              ", ".join(f"{tp}->{list(r)}" for tp, r in sorted(decision.submit.items())))
@@ -343,7 +381,7 @@ def _submit(body: Mapping[str, Any], kafka: KafkaAdmin, decision: Decision, view
     for allow, batch in ((False, {tp: r for tp, r in decision.submit.items() if tp not in resize}),
                          (True, {tp: r for tp, r in decision.submit.items() if tp in resize})):
         try:
-            answers.update(kafka.alter_reassignments(batch, allow_replication_factor_change=allow) if batch else {})
+            answers.update(ports.send(batch, allow) if batch else {})
         except KafkaRequestRefused as exc:
             answers.update(dict.fromkeys(batch, exc.refusal))
     for tp, answer in answers.items():
@@ -356,10 +394,10 @@ def _submit(body: Mapping[str, Any], kafka: KafkaAdmin, decision: Decision, view
                                 f"{tp}: Kafka refused the move to {list(decision.submit[tp])}: {answer}"))
 
 
-def _elect(kafka: KafkaAdmin, decision: Decision, originals: Mapping[TopicPartition, Replicas],
+def _elect(ports: Ports, decision: Decision, originals: Mapping[TopicPartition, Replicas],
            events: list[Event]) -> dict[str, int]:
     moved = sorted(tp for tp, t in decision.targets.items() if originals.get(tp, t.replicas) != t.replicas)
-    answers = kafka.elect_leaders(moved) if moved else {}
+    answers = ports.elect(moved) if moved else {}
     elected = sum(1 for a in answers.values() if a is None)
     already = sum(1 for a in answers.values() if a is not None and a.code == "ELECTION_NOT_NEEDED")
     failed = {tp: a for tp, a in answers.items() if a is not None and a.code != "ELECTION_NOT_NEEDED"}
@@ -403,7 +441,7 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
         ongoing = kafka.list_reassignments(set(holdings.owned) | set(holdings.targets))
         mine = [tp for tp, o in ongoing.items() if o.target in (holdings.owned.get(tp), holdings.targets.get(tp))]
         if mine:
-            answers = kafka.alter_reassignments(dict.fromkeys(mine))
+            answers = ports.send(dict.fromkeys(mine), False)
             refused = {tp: a for tp, a in answers.items() if a is not None and a.code != "NO_REASSIGNMENT_IN_PROGRESS"}
             if refused:
                 # Kafka keeps refusing such a cancellation until the move completes: wait for that at a walk.
@@ -411,8 +449,7 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
                                  f"{next(iter(refused.values()))}", delay=30)
             events.append(Event("Normal", "Cancelled", f"deleted while running: cancelled {len(mine)} move(s)"))
         if not holdings.journal.empty:
-            left = throttling.remove(kafka, holdings.journal, ports.others_throttles(), ports.save_throttle,
-                                     live_brokers=kafka.brokers())
+            left = ports.remove_throttle(holdings.journal, kafka.brokers())
             if not left.empty:
                 # The journal goes with the ConfigMap once the finalizer lets go: hold on until nothing leaks.
                 raise RetryLater(f"cannot remove every throttle yet: {describe_pending(left)}", delay=10)

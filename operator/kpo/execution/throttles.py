@@ -1,7 +1,9 @@
 """Carrying out a PartitionReassignment's replication throttle: journal first, then Kafka; removal at the end.
 
 The pure rules are in :mod:`kpo.domain.throttle`; this module reads the live configs, writes the journal to the
-resource's ConfigMap before touching Kafka, and applies or takes back exactly the journal's entries.
+resource's ConfigMap before touching Kafka, and applies or takes back exactly the journal's entries. It runs under
+the cluster's :class:`~kpo.execution.ledger.ThrottleLedger`, one resource at a time, with the other resources'
+journals as the ledger knows them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def ensure(kafka: KafkaAdmin, rate: int, moves: Mapping[TopicPartition, tuple[Re
     mine = rules.journal(wanted, previous, brokers, topic_configs, others)
     if mine != previous:
         save(mine)
-    changes = rules.reachable(rules.apply_changes(mine, brokers, topic_configs), live)
+    changes = rules.reachable(rules.apply_changes(mine, brokers, topic_configs, others), live)
     entities = list(dict.fromkeys(rules.entity(c) for c in changes))
     for at, target in enumerate(entities):
         try:
@@ -62,7 +64,12 @@ def remove(kafka: KafkaAdmin, journal: ThrottleJournal, others: Sequence[Throttl
     """
     if journal.empty:
         return journal
-    changes = rules.removal_changes(journal, others)
+    try:
+        # What the topics list now, so a list left empty is deleted rather than kept as an empty value.
+        current: Mapping[str, Mapping[str, str]] | None = kafka.topic_configs(journal.topics, rules.TOPIC_KEYS)
+    except KafkaUnavailable:
+        current = None
+    changes = rules.removal_changes(journal, others, current)
     left = journal
     for topic in sorted(journal.topics):
         mine = [c for c in changes if c.resource == "topic" and c.name == topic]

@@ -1,0 +1,219 @@
+"""The executor of one Kafka cluster: the only sender of its moves, cancellations, elections and throttle changes.
+
+Resources are intents. A PartitionReassignment's tick validates its spec, decides its life cycle from the cluster's
+shared look (:mod:`.observation`) and hands its candidate moves to :meth:`ClusterExecutor.admit`; what the executor
+admits, the tick sends through :meth:`ClusterExecutor.send`, and nothing else of kpo writes reassignments to that
+cluster. The limits are the cluster's, so admission judges every resource's waiting moves against everything in
+flight in the whole cluster: what Kafka lists (anyone's moves), plus *reservations* — moves admitted or sent that no
+look has shown yet. Before reservations, ticks running side by side each admitted against a picture that lacked the
+others' fresh submissions, and 100 resources put 23 copies into one broker whose limit was 2.
+
+A reservation lives from admission until a look that began after its submission ended: that look lists the move if it
+still runs (and then Kafka's listing counts it), or it is over. A reservation whose tick never sent it (the tick
+failed in between) is dropped when the tick ends (:meth:`settle`), or after ``reservation_seconds`` at the latest.
+
+Who moves what: a move the executor sent is its resource's for as long as Kafka lists it with that target, whatever
+the resources' statuses say yet; other listed moves belong to the resource whose status claims them, else to nobody
+of kpo's (a foreign move, which still counts against every broker limit).
+
+The cluster's throttles are judged here too (:class:`~kpo.execution.ledger.ThrottleLedger`), one resource at a time,
+so two resources never both take a rate for someone else's.
+
+An executor acts only while ``may_act`` says so: with leader election, a replica whose Lease renewal failed stops
+sending at once, even before its process ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kpo.domain.model import KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.reassignment import Candidate
+from kpo.domain.scheduling import Execution, Move, Owner, SchedulerConfig, moves_to_start
+from kpo.execution.ledger import ThrottleLedger
+from kpo.execution.observation import Look, SharedLooks
+from kpo.execution.rates import WriteRates
+from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+
+FOREIGN = Owner(created=datetime.min.replace(tzinfo=UTC), namespace="", name="external")
+
+
+class NotLeading(KafkaUnavailable):
+    """This operator replica may not act on Kafka (it lost, or never held, the leader Lease)."""
+
+    reason = "NotLeader"
+
+
+@dataclass
+class _Waiting:
+    moves: list[Move]
+    execution: Execution
+    seen: float
+
+
+@dataclass
+class _Reservation:
+    move: Move
+    made: float
+    #: When the request that sent it returned; None while only admitted.
+    sent: float | None = None
+
+
+@dataclass(frozen=True)
+class _Sent:
+    owner: Owner
+    target: Replicas
+    at: float
+
+
+class ClusterExecutor:
+    def __init__(self, name: str, kafka: Callable[[], KafkaAdmin], config: SchedulerConfig, *,
+                 looks: SharedLooks, stale_after_seconds: float = 30.0, reservation_seconds: float = 60.0,
+                 may_act: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.config = config
+        self.looks = looks
+        self.throttles = ThrottleLedger()
+        self.write_rates = WriteRates()
+        self._kafka = kafka
+        self._stale_after = stale_after_seconds
+        self._reservation_seconds = reservation_seconds
+        self._may_act = may_act
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._waiting: dict[Owner, _Waiting] = {}
+        self._reserved: dict[TopicPartition, _Reservation] = {}
+        self._sent: dict[TopicPartition, _Sent] = {}
+        #: Size and write rate of partitions some resource offered, for the moves in flight a look does not cover.
+        self._sizes: dict[TopicPartition, tuple[int, float]] = {}
+
+    # ------------------------------------------------------------------------------------------------ admission
+
+    def admit(self, owner: Owner, execution: Execution, candidates: Sequence[Candidate],
+              holders: Mapping[TopicPartition, Owner]) -> list[TopicPartition]:
+        """The partitions among ``candidates`` that ``owner`` may send now; each is reserved until it is sent (or
+        the tick ends without sending it), so the next admission, of any resource, counts it as in flight."""
+        moves = [Move(owner=owner, partition=c.partition, current=c.current, target=c.target,
+                      size_bytes=c.size_bytes, position=c.position, leader=c.leader, write_rate=c.write_rate)
+                 for c in candidates]
+        now = self._clock()
+        look = self.looks.latest
+        with self._lock:
+            self._sizes.update({m.partition: (m.size_bytes, m.write_rate) for m in moves})
+            self._waiting[owner] = _Waiting(moves, execution, now)
+            for stale in [o for o, w in self._waiting.items() if now - w.seen > self._stale_after]:
+                del self._waiting[stale]
+            in_flight = self._in_flight(look, holders, now)
+            pending = [m for w in self._waiting.values() for m in w.moves]
+            executions = {o: w.execution for o, w in self._waiting.items()}
+            started = moves_to_start(pending, in_flight, executions, self.config)
+            chosen = [m for m in started if m.owner == owner]
+            for move in chosen:
+                self._reserved[move.partition] = _Reservation(move, made=now)
+            taken = {m.partition for m in chosen}
+            self._waiting[owner].moves = [m for m in moves if m.partition not in taken]
+            wanted = {m.partition for m in pending} | set(self._reserved) | set(look.ongoing if look else ())
+            self._sizes = {tp: f for tp, f in self._sizes.items() if tp in wanted}
+        return [m.partition for m in chosen]
+
+    def _in_flight(self, look: Look | None, holders: Mapping[TopicPartition, Owner], now: float) -> list[Move]:
+        listed = look.ongoing if look is not None else {}
+        seen_at = look.started if look is not None else float("-inf")
+        moves = []
+        for tp, ongoing in listed.items():
+            sent = self._sent.get(tp)
+            owner = sent.owner if sent is not None and sent.target == ongoing.target else holders.get(tp, FOREIGN)
+            size, rate = self._facts(look, tp)
+            moves.append(Move(owner=owner, partition=tp, current=ongoing.original, target=ongoing.target,
+                              size_bytes=size, write_rate=rate))
+        for tp, reservation in list(self._reserved.items()):
+            over = (reservation.sent is not None and reservation.sent < seen_at) or (
+                reservation.sent is None and now - reservation.made > self._reservation_seconds)
+            if over:
+                del self._reserved[tp]
+            elif tp not in listed:
+                moves.append(reservation.move)
+        for tp in [tp for tp, s in self._sent.items() if s.at < seen_at and tp not in listed]:
+            del self._sent[tp]
+        return moves
+
+    def _facts(self, look: Look | None, tp: TopicPartition) -> tuple[int, float]:
+        rate = self.write_rates.rate(tp)
+        if look is not None and tp.topic in look.covered:
+            return look.partition_size(tp), rate
+        size, offered_rate = self._sizes.get(tp, (0, 0.0))
+        return size, rate or offered_rate
+
+    def settle(self, owner: Owner) -> None:
+        """The tick of ``owner`` ended: what it was admitted but did not send is free again."""
+        with self._lock:
+            for tp in [tp for tp, r in self._reserved.items() if r.move.owner == owner and r.sent is None]:
+                del self._reserved[tp]
+
+    def forget(self, owner: Owner) -> None:
+        """``owner`` is gone (deleted): nothing of it waits any more."""
+        with self._lock:
+            self._waiting.pop(owner, None)
+
+    def in_flight(self) -> int:
+        """Moves in flight as admission counts them now (Kafka's listing plus reservations)."""
+        with self._lock:
+            return len(self._in_flight(self.looks.latest, {}, self._clock()))
+
+    # -------------------------------------------------------------------------------------------------- acting
+
+    def kafka(self) -> KafkaAdmin:
+        """The cluster's client, for a write: refused at once when this replica may not act."""
+        if not self._may_act():
+            raise NotLeading("this operator replica does not hold the leader Lease: it sends nothing to Kafka")
+        return self._kafka()
+
+    def send(self, owner: Owner, targets: Mapping[TopicPartition, Replicas | None], *,
+             allow_replication_factor_change: bool = False) -> dict[TopicPartition, KafkaRefusal | None]:
+        """AlterPartitionReassignments for ``owner``: moves (replicas) and cancellations (None); Kafka's answers."""
+        if not targets:
+            return {}
+        kafka = self.kafka()
+        try:
+            answers = kafka.alter_reassignments(
+                targets, allow_replication_factor_change=allow_replication_factor_change)
+        except Exception:
+            with self._lock:
+                # Sent or not, nobody knows: keep the reservations as sent now, a look after this shows the truth.
+                done = self._clock()
+                for tp in targets:
+                    if (reservation := self._reserved.get(tp)) is not None:
+                        reservation.sent = done
+            raise
+        done = self._clock()
+        with self._lock:
+            for tp, target in targets.items():
+                answer = answers.get(tp)
+                reservation = self._reserved.get(tp)
+                if target is None:
+                    self._reserved.pop(tp, None)
+                    self._sent.pop(tp, None)
+                elif answer is None:
+                    self._sent[tp] = _Sent(owner, tuple(target), done)
+                    # A re-target is sent without an admission: Kafka lists it already, under its new target soon.
+                    if reservation is not None:
+                        reservation.sent = done
+                else:
+                    self._reserved.pop(tp, None)
+        return answers
+
+    def elect(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, KafkaRefusal | None]:
+        """Preferred leader election of ``partitions`` after their moves (ElectLeaders)."""
+        if not partitions:
+            return {}
+        kafka = self.kafka()
+        return kafka.elect_leaders(list(partitions))
+
+    def moving(self, partitions: Collection[TopicPartition], after: float) -> set[TopicPartition]:
+        """Which of ``partitions`` a look taken after ``after`` lists as moving (the refill loop's probe)."""
+        look = self.looks.after(after)
+        return {tp for tp in partitions if tp in look.ongoing}

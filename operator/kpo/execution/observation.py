@@ -1,0 +1,184 @@
+"""One look at a Kafka cluster, shared by every tick that needs a fresh one.
+
+Each PartitionReassignment used to read the cluster for itself on every tick: DescribeCluster, Metadata,
+ListPartitionReassignments, DescribeTopics and a DescribeLogDirs per broker. With hundreds of resources on one
+cluster those reads queued behind each other on the cluster's one admin connection (the adapter serialises its
+calls), ticks ran minutes late, and each admitted moves against a picture of its own partitions only. Here the
+cluster is read once for all of them: a tick asks for a look *taken after* a moment of its choosing (its own start,
+so it never decides on anything older than itself), and every tick that asks while a look is being taken gets the
+next one. The number of looks is bounded by how long a look takes, not by the number of resources.
+
+A look lists every reassignment in the cluster (one unfiltered ListPartitionReassignments: the admission of moves
+needs all of them, anyone's) and describes the topics some tick asked about recently (their interest expires after
+``interest_seconds`` without a question), with the replica sizes DescribeLogDirs gives for them.
+
+A cluster that cannot be read is said once per look, not once per tick: the failure is kept and handed to every tick
+that asks meanwhile, at once, without a connection attempt of its own, and the next look waits out a backoff that
+doubles per failure. A tick on a broken cluster therefore never holds a worker thread for a connection timeout while
+another look is under way, and one cluster's outage never slows another's ticks (each cluster has its own looks).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+
+from kpo.domain.access import Backoff
+from kpo.domain.model import (
+    Broker,
+    LogDirReport,
+    OngoingReassignment,
+    PartitionState,
+    ReplicaKey,
+    TopicPartition,
+)
+from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look at the cluster saw; ``started`` is the monotonic time the look began (its reads came after)."""
+
+    started: float
+    brokers: dict[int, Broker]
+    topic_names: frozenset[str]
+    #: Every reassignment Kafka lists, cluster-wide.
+    ongoing: dict[TopicPartition, OngoingReassignment]
+    #: The topics this look described (existing or not): a tick that asks about another needs another look.
+    covered: frozenset[str]
+    states: dict[str, dict[TopicPartition, PartitionState]] = field(default_factory=dict)
+    sizes: dict[str, dict[ReplicaKey, int]] = field(default_factory=dict)
+    replica_dirs: dict[str, dict[ReplicaKey, str]] = field(default_factory=dict)
+    future_dirs: dict[str, dict[ReplicaKey, str]] = field(default_factory=dict)
+    broker_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    unreachable: frozenset[int] = frozenset()
+
+    def partition_states(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
+        return {tp: s for t in topics for tp, s in self.states.get(t, {}).items()}
+
+    def log_dirs(self, topics: Collection[str]) -> LogDirReport:
+        """The DescribeLogDirs report of ``topics``, as a look at those topics alone would have given it."""
+        return LogDirReport(sizes={k: v for t in topics for k, v in self.sizes.get(t, {}).items()},
+                            broker_dirs=dict(self.broker_dirs),
+                            replica_dirs={k: v for t in topics for k, v in self.replica_dirs.get(t, {}).items()},
+                            future_dirs={k: v for t in topics for k, v in self.future_dirs.get(t, {}).items()},
+                            unreachable=self.unreachable)
+
+    def partition_size(self, tp: TopicPartition) -> int:
+        state = self.states.get(tp.topic, {}).get(tp)
+        if state is None:
+            return 0
+        sizes = self.sizes.get(tp.topic, {})
+        return max((sizes.get((tp, b), 0) for b in state.replicas), default=0)
+
+
+def _by_topic(values: Mapping[ReplicaKey, str] | Mapping[ReplicaKey, int]) -> dict[str, dict[ReplicaKey, object]]:
+    out: dict[str, dict[ReplicaKey, object]] = {}
+    for key, value in values.items():
+        out.setdefault(key[0].topic, {})[key] = value
+    return out
+
+
+def look(kafka: KafkaAdmin, topics: Collection[str], started: float) -> Look:
+    """Read the cluster once for ``topics``. What is moving is read *before* where the replicas are: a move that
+    completes between the two reads is still listed as moving (and seen at its target), never taken for pending."""
+    brokers = kafka.brokers()
+    names = frozenset(kafka.topic_names())
+    present = sorted(set(topics) & names)
+    ongoing = kafka.list_reassignments(None)
+    described = kafka.describe_topics(present)
+    report = kafka.log_dirs(present, brokers)
+    states: dict[str, dict[TopicPartition, PartitionState]] = {}
+    for tp, state in described.items():
+        states.setdefault(tp.topic, {})[tp] = state
+    return Look(started=started, brokers=brokers, topic_names=names, ongoing=ongoing, covered=frozenset(topics),
+                states=states, sizes=_by_topic(report.sizes),  # type: ignore[arg-type]
+                replica_dirs=_by_topic(report.replica_dirs),  # type: ignore[arg-type]
+                future_dirs=_by_topic(report.future_dirs),  # type: ignore[arg-type]
+                broker_dirs=dict(report.broker_dirs), unreachable=report.unreachable)
+
+
+@dataclass
+class _Failure:
+    started: float
+    error: Exception
+
+
+class SharedLooks:
+    """The looks at one cluster: :meth:`after` gives a look taken after a moment, taking one if needed."""
+
+    def __init__(self, kafka: Callable[[], KafkaAdmin], *, interest_seconds: float = 60.0,
+                 wait_seconds: float = 30.0, backoff: Backoff | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_look: Callable[[Look], None] = lambda _look: None,
+                 on_failure: Callable[[Exception], None] = lambda _exc: None) -> None:
+        self._kafka = kafka
+        self._interest_seconds = interest_seconds
+        self._wait_seconds = wait_seconds
+        self._backoff = backoff or Backoff(initial=2.0, maximum=60.0)
+        self._clock = clock
+        self._on_look = on_look
+        self._on_failure = on_failure
+        self._changed = threading.Condition()
+        self._latest: Look | None = None
+        self._failure: _Failure | None = None
+        self._looking = False
+        self._interest: dict[str, float] = {}
+        self.looks = 0
+
+    @property
+    def latest(self) -> Look | None:
+        with self._changed:
+            return self._latest
+
+    def after(self, moment: float, topics: Collection[str] = ()) -> Look:
+        """A look that began after ``moment`` (monotonic) and covers ``topics``.
+
+        Raises the failure of the look that should have answered (:class:`KafkaUnavailable` and the like), at once
+        while the cluster is failing: a tick on a broken cluster does not wait for another attempt.
+        """
+        deadline = self._clock() + self._wait_seconds
+        with self._changed:
+            now = self._clock()
+            for topic in topics:
+                self._interest[topic] = now
+            while True:
+                latest = self._latest
+                if latest is not None and latest.started >= moment and latest.covered.issuperset(topics):
+                    return latest
+                failure = self._failure
+                if failure is not None and (failure.started >= moment or self._looking
+                                            or self._backoff.waiting(self._clock())):
+                    raise failure.error
+                if not self._looking:
+                    break
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise KafkaUnavailable(f"no look at the cluster within {self._wait_seconds:g}s")
+                self._changed.wait(left)
+            self._looking = True
+            started = self._clock()
+            cutoff = started - self._interest_seconds
+            self._interest = {t: at for t, at in self._interest.items() if at >= cutoff}
+            wanted = frozenset(self._interest)
+        try:
+            found = look(self._kafka(), wanted, started)
+        except Exception as exc:
+            with self._changed:
+                self._failure = _Failure(started, exc)
+                self._backoff.failed(self._clock())
+                self._looking = False
+                self._changed.notify_all()
+            self._on_failure(exc)
+            raise
+        with self._changed:
+            self.looks += 1
+            self._latest = found
+            self._failure = None
+            self._backoff.succeeded()
+            self._looking = False
+            self._changed.notify_all()
+        self._on_look(found)
+        return found

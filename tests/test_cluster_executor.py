@@ -1,0 +1,255 @@
+"""The executor of one cluster (kpo.execution): the shared look, admission with reservations, the throttle ledger.
+
+These are the promises that broke with 100 resources at once: limits counted against moves the other resources had
+just sent, one read of the cluster for many ticks, a broker rate taken back by whichever resource ends last.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from executor_support import executor_for
+from kafka_fake import FakeCluster
+from kpo.domain.model import TopicPartition
+from kpo.domain.reassignment import Candidate
+from kpo.domain.scheduling import Execution, Limits, Owner, SchedulerConfig
+from kpo.domain.throttle import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ConfigChange,
+    ThrottleJournal,
+)
+from kpo.execution.executor import NotLeading
+from kpo.execution.observation import SharedLooks
+from kpo.kafka.admin import KafkaUnavailable
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+ONE_INTO_EACH_BROKER = SchedulerConfig(defaults=Limits(max_moves_per_broker_direction=1), dominant_share=None)
+
+
+def owner(i: int) -> Owner:
+    return Owner(EPOCH + timedelta(seconds=i), "ns", f"r{i}")
+
+
+def partitions(n: int) -> list[TopicPartition]:
+    return [TopicPartition(f"t{i}", 0) for i in range(n)]
+
+
+def into_broker_4(tp: TopicPartition, position: int = 0) -> Candidate:
+    """A move copying a new replica onto broker 4, sent by broker 1: one flow into 4, one out of 1."""
+    return Candidate(tp, current=(1, 2), target=(1, 4), size_bytes=100, leader=1, position=position)
+
+
+def test_a_move_admitted_for_one_resource_counts_against_the_next_before_kafka_lists_it() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(2)})
+    executor = executor_for(cluster, ONE_INTO_EACH_BROKER)
+    executor.looks.after(time.monotonic())
+    first, second = partitions(2)
+    assert executor.admit(owner(1), Execution(), [into_broker_4(first)], {}) == [first]
+    # Not sent yet, and no look lists it: reserved all the same.
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == []
+
+
+def test_a_sent_move_counts_until_a_later_look_shows_it_ended() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(2)})
+    executor = executor_for(cluster, ONE_INTO_EACH_BROKER)
+    executor.looks.after(time.monotonic())
+    first, second = partitions(2)
+    executor.admit(owner(1), Execution(), [into_broker_4(first)], {})
+    executor.send(owner(1), {first: (1, 4)})
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == [], "sent, the look is older"
+    executor.looks.after(time.monotonic())
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == [], "listed as moving"
+    cluster.finish_moves()
+    executor.looks.after(time.monotonic())
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == [second]
+
+
+def test_what_a_tick_was_admitted_and_did_not_send_is_free_when_it_ends() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(2)})
+    executor = executor_for(cluster, ONE_INTO_EACH_BROKER)
+    first, second = partitions(2)
+    executor.admit(owner(1), Execution(), [into_broker_4(first)], {})
+    executor.settle(owner(1))
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == [second]
+
+
+def test_a_hundred_resources_admitting_at_once_never_exceed_a_broker_limit() -> None:
+    tps = partitions(100)
+    cluster = FakeCluster({tp: (1, 2) for tp in tps})
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves_per_broker_direction=2),
+                                                     dominant_share=None))
+    executor.looks.after(time.monotonic())
+    admitted: list[TopicPartition] = []
+    lock = threading.Lock()
+    start = threading.Barrier(20)
+
+    def resource(i: int) -> None:
+        start.wait()
+        for tp in tps[i * 5:(i + 1) * 5]:
+            got = executor.admit(owner(i), Execution(), [into_broker_4(tp)], {})
+            executor.send(owner(i), dict.fromkeys(got, (1, 4)))
+            with lock:
+                admitted.extend(got)
+
+    threads = [threading.Thread(target=resource, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(admitted) == 2
+    assert len(cluster.moving) == 2
+
+
+def test_a_move_the_executor_sent_is_its_senders_even_before_the_status_says_so() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(2)})
+    per_resource = SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None)
+    executor = executor_for(cluster, per_resource)
+    first, second = partitions(2)
+    executor.send(owner(1), {first: (1, 4)})
+    executor.looks.after(time.monotonic())
+    # The claims index does not show the move yet (no holders): the executor knows it sent it for owner 1.
+    assert executor.admit(owner(1), Execution(), [into_broker_4(second)], {}) == []
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == [second]
+
+
+def test_a_replica_that_may_not_act_sends_nothing() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(1)})
+    executor = executor_for(cluster)
+    executor._may_act = lambda: False
+    with pytest.raises(NotLeading):
+        executor.send(owner(1), {partitions(1)[0]: (1, 4)})
+    assert cluster.altered == []
+
+
+# ----------------------------------------------------------------------------------------------------- the looks
+
+
+class SlowCluster(FakeCluster):
+    def __init__(self) -> None:
+        super().__init__({tp: (1, 2) for tp in partitions(3)})
+        self.listings = 0
+
+    def list_reassignments(self, partitions: Collection[TopicPartition] | None = None) -> dict[TopicPartition, object]:
+        self.listings += 1
+        time.sleep(0.05)
+        return super().list_reassignments(partitions)  # type: ignore[return-value]
+
+
+def test_ticks_asking_at_once_share_one_look() -> None:
+    cluster = SlowCluster()
+    looks = SharedLooks(lambda: cluster)  # type: ignore[arg-type, return-value]
+    moment = time.monotonic()
+    threads = [threading.Thread(target=looks.after, args=(moment, {f"t{i % 3}"})) for i in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # The first look covers the topic of the first asker; the others need one more look at most, not fifty.
+    assert cluster.listings <= 3
+
+
+def test_a_look_covers_every_topic_asked_for_and_is_not_older_than_the_moment_asked() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(2)})
+    looks = SharedLooks(lambda: cluster)  # type: ignore[arg-type, return-value]
+    first = looks.after(time.monotonic(), {"t0"})
+    assert looks.after(first.started, {"t0"}) is first
+    second = looks.after(first.started, {"t1"})
+    assert second is not first and {"t0", "t1"} <= second.covered
+    assert looks.after(time.monotonic(), {"t0"}).started > second.started
+
+
+def test_a_failing_cluster_fails_every_tick_at_once_until_its_backoff_ends() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(1)})
+    cluster.down = True
+    clock = [100.0]
+    looks = SharedLooks(lambda: cluster, clock=lambda: clock[0])  # type: ignore[arg-type, return-value]
+    with pytest.raises(KafkaUnavailable):
+        looks.after(clock[0])
+    calls = len(cluster.calls)
+    cluster.down = False
+    clock[0] += 1.0
+    for _ in range(10):
+        with pytest.raises(KafkaUnavailable):
+            looks.after(clock[0])  # within the backoff: the failure again, without a connection attempt
+    assert len(cluster.calls) == calls
+    clock[0] += 5.0
+    assert looks.after(clock[0]).started == clock[0]
+
+
+# ---------------------------------------------------------------------------------------------------- the ledger
+
+
+class ThrottledCluster(FakeCluster):
+    """Keeps broker and topic configs as Kafka does, SET/DELETE/APPEND/SUBTRACT included."""
+
+    def __init__(self) -> None:
+        super().__init__({TopicPartition("a", 0): (1, 2), TopicPartition("a", 1): (1, 2)})
+        self.configs: dict[tuple[str, str], dict[str, str]] = {}
+
+    def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
+        return {b: {k: v for k, v in self.configs.get(("broker", str(b)), {}).items() if k in names}
+                for b in brokers}
+
+    def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
+        return {t: {k: v for k, v in self.configs.get(("topic", t), {}).items() if k in names} for t in topics}
+
+    def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
+        for change in changes:
+            entity = self.configs.setdefault((change.resource, change.name), {})
+            listed = [e for e in entity.get(change.key, "").split(",") if e]
+            if change.op == "SET":
+                entity[change.key] = change.value
+            elif change.op == "DELETE":
+                entity.pop(change.key, None)
+            elif change.op == "APPEND":
+                entity[change.key] = ",".join(listed + [e for e in change.value.split(",") if e not in listed])
+            elif change.op == "SUBTRACT":
+                entity[change.key] = ",".join(e for e in listed if e not in change.value.split(","))
+
+    def throttled(self) -> dict[tuple[str, str], dict[str, str]]:
+        return {k: v for k, v in self.configs.items() if v}
+
+
+def test_a_shared_broker_rate_is_taken_back_by_the_last_resource_to_end_whatever_the_order() -> None:
+    for last in ("first", "second"):
+        cluster = ThrottledCluster()
+        executor = executor_for(cluster)
+        ledger = executor.throttles
+        p0, p1 = TopicPartition("a", 0), TopicPartition("a", 1)
+        # Neither resource's status says anything yet (the index is empty): only the ledger knows.
+        first = ledger.ensure("ns/first", cluster, 1000, {p0: ((1, 2), (1, 3))}, previous=ThrottleJournal(),  # type: ignore[arg-type]
+                              index={}, save=lambda _j: None, live_brokers={1, 2, 3})
+        second = ledger.ensure("ns/second", cluster, 1000, {p1: ((1, 2), (1, 3))}, previous=ThrottleJournal(),  # type: ignore[arg-type]
+                               index={}, save=lambda _j: None, live_brokers={1, 2, 3})
+        assert first.brokers == second.brokers == {1, 2, 3}
+        order = [("ns/first", first), ("ns/second", second)]
+        if last == "first":
+            order.reverse()
+        (key, journal), (last_key, last_journal) = order
+        assert ledger.remove(key, cluster, journal, index={}, save=lambda _j: None, live_brokers={1, 2, 3}).empty  # type: ignore[arg-type]
+        assert cluster.configs[("broker", "3")] == {LEADER_RATE: "1000", FOLLOWER_RATE: "1000"}, "still needed"
+        assert ledger.remove(last_key, cluster, last_journal, index={}, save=lambda _j: None,  # type: ignore[arg-type]
+                             live_brokers={1, 2, 3}).empty
+        assert cluster.throttled() == {}, f"nothing left, not even an empty replica list ({last} ended last)"
+
+
+def test_a_users_rate_is_never_taken_and_never_removed() -> None:
+    cluster = ThrottledCluster()
+    cluster.configs[("broker", "1")] = {LEADER_RATE: "7", FOLLOWER_RATE: "7"}
+    cluster.configs[("topic", "a")] = {LEADER_REPLICAS: "9:9"}
+    ledger = executor_for(cluster).throttles
+    mine = ledger.ensure("ns/r", cluster, 1000, {TopicPartition("a", 0): ((1, 2), (1, 3))},  # type: ignore[arg-type]
+                         previous=ThrottleJournal(), index={}, save=lambda _j: None, live_brokers={1, 2, 3})
+    assert 1 not in mine.brokers
+    assert cluster.configs[("topic", "a")][FOLLOWER_REPLICAS] == "0:3"
+    ledger.remove("ns/r", cluster, mine, index={}, save=lambda _j: None, live_brokers={1, 2, 3})  # type: ignore[arg-type]
+    assert cluster.throttled() == {("broker", "1"): {LEADER_RATE: "7", FOLLOWER_RATE: "7"},
+                                   ("topic", "a"): {LEADER_REPLICAS: "9:9"}}
