@@ -71,6 +71,9 @@ def _next_attempt(backoff: Backoff) -> str:
     return f"; next attempt at {at} (login attempt {backoff.failures}, backing off {wait:g}s)"
 
 
+#: A Kafka client younger than this is not dropped for a lost connection: it is as fresh as a new one would be.
+RECONNECT_AFTER_SECONDS = 5.0
+
 #: Approved proposals whose partitions the operator keeps in memory (a few MB at the largest plans).
 PROPOSALS_REMEMBERED = 64
 
@@ -81,6 +84,7 @@ class OperatorContext:
     api: client.ApiClient
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
     _login_backoffs: dict[str, Backoff] = field(default_factory=dict)
+    _admins_made: dict[str, float] = field(default_factory=dict)
     _executors: dict[str, ClusterExecutor] = field(default_factory=dict)
     #: Told of every Kafka request kpo makes (cluster, request) and every look at a cluster (cluster): the metrics.
     on_kafka_request: Callable[[str, str], None] = lambda _cluster, _request: None
@@ -157,6 +161,7 @@ class OperatorContext:
                 admin = KafkaAdminAdapter(settings, on_login_refused=lambda: _next_attempt(backoff),
                                           on_login=backoff.succeeded)
                 self._admins[name] = admin
+                self._admins_made[name] = time.monotonic()
             return counted(admin, lambda request: self.on_kafka_request(name, request))
 
     def executor(self, cluster: str) -> ClusterExecutor:
@@ -189,8 +194,13 @@ class OperatorContext:
         name = self.cluster_name(cluster_ref)
         with self._lock:
             admin = self._admins.get(name)
+            made = self._admins_made.get(name, 0.0)
         if admin is None or admin.refused_login_meanwhile():
             return  # a refused login stays as the open circuit until its backoff step has passed
+        if time.monotonic() - made < RECONNECT_AFTER_SECONDS:
+            # Every tick that met the cluster's failed look says it lost Kafka; a connection made since is as fresh as
+            # another would be, and dropping it each time made a new client (and read its Secrets) per tick.
+            return
         with self._lock:
             if self._admins.get(name) is not admin:
                 return
