@@ -213,7 +213,7 @@ class ClusterExecutor:
         kafka = self.kafka()
         return kafka.elect_leaders(list(partitions))
 
-    def moving(self, partitions: Collection[TopicPartition], after: float) -> set[TopicPartition]:
-        """Which of ``partitions`` a look taken after ``after`` lists as moving (the refill loop's probe)."""
-        look = self.looks.after(after)
-        return {tp for tp in partitions if tp in look.ongoing}
+    def moving(self, partitions: Collection[TopicPartition]) -> set[TopicPartition]:
+        """Which of ``partitions`` Kafka lists as moving now: the refill loop's probe between polls, one
+        ListPartitionReassignments of a resource's own moves (a whole look would read far more than it needs)."""
+        return set(self._kafka().list_reassignments(list(partitions))) if partitions else set()

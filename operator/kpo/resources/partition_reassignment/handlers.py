@@ -220,7 +220,7 @@ def _probes(tick: Tick) -> refill.Probes:
 
     cluster = tick.context.cluster_name(tick.spec.cluster_ref)
     executor = tick.context.executor(cluster)
-    return refill.Probes(moving=lambda partitions: executor.moving(partitions, time.monotonic()),
+    return refill.Probes(moving=executor.moving,
                          unchanged=unchanged,
                          refilled=lambda started: metrics.refilled(KIND_NAME, cluster, started),
                          fatal=is_outage)
