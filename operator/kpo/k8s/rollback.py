@@ -36,17 +36,36 @@ def owner_reference(body: Mapping[str, Any]) -> client.V1OwnerReference:
 
 
 class RollbackStore:
+    """One resource's records, read at most once per store: a tick makes one store, so its reads of the originals,
+    the throttle journal and the cordon journal cost one GET between them (they were three per tick, which with
+    hundreds of resources was most of kpo's API traffic). The store's own writes keep what it read up to date."""
+
     def __init__(self, core: client.CoreV1Api) -> None:
         self.core = core
+        self._read: dict[tuple[str, str], dict[str, str] | None] = {}
+
+    def _data(self, namespace: str, cr_name: str) -> dict[str, str] | None:
+        """The ConfigMap's data, or None when there is no ConfigMap."""
+        key = (namespace, rollback_name(cr_name))
+        if key not in self._read:
+            try:
+                cm = self.core.read_namespaced_config_map(key[1], namespace)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self._read[key] = None
+            else:
+                self._read[key] = dict(cm.data or {})
+        found = self._read[key]
+        return None if found is None else dict(found)
+
+    def _wrote(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        key = (namespace, name)
+        if key in self._read:
+            self._read[key] = {**(self._read[key] or {}), **data}
 
     def load(self, namespace: str, cr_name: str) -> dict[TopicPartition, Replicas]:
-        try:
-            cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return {}
-            raise
-        raw = (cm.data or {}).get(DATA_KEY)
+        raw = (self._data(namespace, cr_name) or {}).get(DATA_KEY)
         return parse_reassignment_document(json.loads(raw)) if raw else {}
 
     def load_throttle(self, namespace: str, cr_name: str) -> ThrottleJournal:
@@ -55,13 +74,10 @@ class RollbackStore:
     def load_throttle_record(self, namespace: str, cr_name: str) -> ThrottleJournal | None:
         """The throttle journal, or None when the ConfigMap is gone (a namespace being deleted removes it before
         the resource's finalizer has let go)."""
-        try:
-            cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        raw = (cm.data or {}).get(THROTTLE_KEY)
+        data = self._data(namespace, cr_name)
+        if data is None:
+            return None
+        raw = data.get(THROTTLE_KEY)
         return ThrottleJournal.from_json(json.loads(raw)) if raw else ThrottleJournal()
 
     def save_throttle(self, body: Mapping[str, Any], journal: ThrottleJournal, *, create: bool = True) -> str:
@@ -74,13 +90,10 @@ class RollbackStore:
 
     def load_cordon_record(self, namespace: str, cr_name: str) -> CordonJournal | None:
         """The KIP-1066 cordon journal, or None when the ConfigMap is gone (as for the throttle journal)."""
-        try:
-            cm = self.core.read_namespaced_config_map(rollback_name(cr_name), namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        raw = (cm.data or {}).get(CORDON_KEY)
+        data = self._data(namespace, cr_name)
+        if data is None:
+            return None
+        raw = data.get(CORDON_KEY)
         return CordonJournal.from_json(json.loads(raw)) if raw else CordonJournal()
 
     def save_cordon(self, body: Mapping[str, Any], journal: CordonJournal, *, create: bool = True) -> str:
@@ -95,8 +108,12 @@ class RollbackStore:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            if create:
-                self.core.create_namespaced_config_map(namespace, self._new(body, data))
+            if not create:
+                return name
+            self.core.create_namespaced_config_map(namespace, self._new(body, data))
+            self._read[(namespace, name)] = dict(data)
+            return name
+        self._wrote(namespace, name, data)
         return name
 
     def _new(self, body: Mapping[str, Any], data: dict[str, str]) -> client.V1ConfigMap:
@@ -116,12 +133,15 @@ class RollbackStore:
         if not existing:
             try:
                 self.core.create_namespaced_config_map(namespace, self._new(body, data))
+                self._read[(namespace, name)] = dict(data)
                 return name
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+                self._read.pop((namespace, name), None)
                 merged = {**originals, **self.load(namespace, meta["name"])}
                 data = {DATA_KEY: rollback_json(merged)}
         if merged != existing:
             self.core.patch_namespaced_config_map(name, namespace, {"data": data})
+            self._wrote(namespace, name, data)
         return name

@@ -35,7 +35,7 @@ from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Owner
 from kpo.domain.throttle import ThrottleJournal
 from kpo.k8s.outage import is_outage
-from kpo.k8s.rollback import rollback_name
+from kpo.k8s.rollback import RollbackStore, rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
 from kpo.resources.partition_reassignment import cordoning, plan_reconciler, reconciler, refill
@@ -97,11 +97,13 @@ def _claims(tick: Tick) -> list[Claim]:
     return list(tick.index.get(tick.context.cluster_name(tick.spec.cluster_ref), []))
 
 
-def _ports(tick: Tick, intent: Intent, *, create_records: bool = True) -> reconciler.Ports:
+def _ports(tick: Tick, intent: Intent, *, create_records: bool = True, store: RollbackStore | None = None
+           ) -> reconciler.Ports:
     """The execution tick's reads and writes: the cluster's executor (its shared look, admission, the only sender of
     moves and throttles), ConfigMaps, the other resources' claims. ``create_records=False`` (deletion): a ConfigMap
-    that is gone is not made again."""
+    that is gone is not made again. ``store``: the tick's records, read once for all its passes."""
     context, body = tick.context, tick.body
+    records = store if store is not None else context.rollbacks
     began = time.monotonic()
     me = claim_of(tick.key, str(body["metadata"].get("creationTimestamp", "")), intent.targets, tick.status)
     others = [c for c in _claims(tick) if c.key != me.key]
@@ -113,7 +115,7 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True) -> reconc
     index = {c.key: c.throttle for c in others if c.live}
 
     def save_throttle(journal: ThrottleJournal) -> object:
-        return context.rollbacks.save_throttle(body, journal, create=create_records)
+        return records.save_throttle(body, journal, create=create_records)
 
     return reconciler.Ports(
         kafka=tick.kafka,
@@ -125,15 +127,15 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True) -> reconc
             live_brokers=live),
         remove_throttle=lambda journal, live: executor.throttles.remove(
             me.key, executor.kafka(), journal, index=index, save=save_throttle, live_brokers=live),
-        save_originals=lambda found: context.rollbacks.add(body, found),
-        load_throttle=lambda: context.rollbacks.load_throttle(tick.namespace, tick.name),
+        save_originals=lambda found: records.add(body, found),
+        load_throttle=lambda: records.load_throttle(tick.namespace, tick.name),
         claimed_by_others=lambda: claimed_by_others(me, others),
         schedule=lambda candidates, _view: executor.admit(owner, execution, candidates, holders),
         write_rates=executor.write_rates.of,
         settle=lambda: executor.settle(owner),
         records=rollback_name(tick.name),
-        load_cordon=lambda: context.rollbacks.load_cordon_record(tick.namespace, tick.name) or CordonJournal(),
-        save_cordon=lambda journal: context.rollbacks.save_cordon(body, journal, create=create_records),
+        load_cordon=lambda: records.load_cordon_record(tick.namespace, tick.name) or CordonJournal(),
+        save_cordon=lambda journal: records.save_cordon(body, journal, create=create_records),
         others_cordons=lambda: [c.cordons for c in others if not c.cordons.empty],
     )
 
@@ -157,13 +159,14 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
             return _uncordoned(tick, outcome)
         assert current is not None
         intent = replace(intent, targets={tp: Target(r) for tp, r in current.targets.items()})
-    originals = context.rollbacks.load(tick.namespace, tick.name)
+    store = context.rollbacks
+    originals = store.load(tick.namespace, tick.name)
 
     def one_pass(body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]
                  ) -> tuple[Outcome[Any] | None, reconciler.PassReport | None]:
         current = tick if body is tick.body else replace(tick, body=body, now=utcnow())
         reports: list[reconciler.PassReport] = []
-        ports = replace(_ports(current, intent), report=reports.append)
+        ports = replace(_ports(current, intent, store=store), report=reports.append)
         outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(current.status, originals), ports=ports,
                                   now=current.now)
         return outcome, reports[-1] if reports else None
