@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,7 +22,7 @@ from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
 from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
-from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable, topic_names_with
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
 from kpo.resources.partition_reassignment import cordoning, throttling
 from kpo.resources.partition_reassignment.cordoning import CordonState
@@ -79,17 +79,6 @@ def observe(kafka: KafkaAdmin, partitions: set[TopicPartition], *, with_configs:
     return ClusterView(brokers=brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=frozenset(names),
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable)
-
-
-def topic_names_with(kafka: KafkaAdmin, wanted: Collection[str]) -> set[str]:
-    """The cluster's topic names, with those of ``wanted`` that exist although metadata did not list them.
-
-    Metadata lists only the topics the principal may describe, so a missing ACL read as "topic does not exist".
-    Asked by name, Kafka says TOPIC_AUTHORIZATION_FAILED instead (raised, named as NotAuthorized).
-    """
-    names = kafka.topic_names()
-    unlisted = set(wanted) - names
-    return names | {tp.topic for tp in kafka.describe_topics(unlisted)} if unlisted else names
 
 
 def _key(body: Mapping[str, Any]) -> str:
