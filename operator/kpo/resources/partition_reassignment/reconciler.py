@@ -38,7 +38,7 @@ from kpo.resources.partition_reassignment.lifecycle import (
     broker_unavailable_headline,
     decide,
 )
-from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, status_of, throttle_status
+from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, skipped_of, status_of, throttle_status
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +146,11 @@ def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
 
 def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) -> Decision:
     """A terminal phase ticked again (moves of its own to follow, throttles to take back) keeps the reason and
-    message it was reached with — "2 skipped" must not turn into "no change since" while a broker is down."""
+    message it was reached with — "2 skipped" must not turn into "no change since" while a broker is down — and the
+    partitions ``status.skipped`` lists, which that message points to (the decision of a terminal phase has none)."""
     if decision.phase is not memory.phase or decision.phase not in TERMINAL:
         return decision
+    decision = replace(decision, skipped=decision.skipped or skipped_of(status))
     ready = condition(status, cond.READY)
     reason, message = ready.get("reason"), ready.get("message")
     if not reason or not message or reason == THROTTLE_CLEANUP_PENDING:
