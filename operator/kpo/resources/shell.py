@@ -385,7 +385,9 @@ def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_sec
     def on_delete(**kwargs: Any) -> None:
         delete(kind, **kwargs)
 
-    def on_event(**kwargs: Any) -> None:
+    # Async, so the event loop runs it at once: a sync handler would wait for one of the few executor threads, which
+    # the ticks hold for up to a poll interval each.
+    async def on_event(**kwargs: Any) -> None:
         seen(kind, **kwargs)
 
     if kind.index is not None:
