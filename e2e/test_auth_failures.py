@@ -44,7 +44,7 @@ from kpo.k8s.rollback import THROTTLE_KEY, rollback_name
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import LIMITED_USER, SCRAM_MECHANISM
 
-KPR, KTPC = "PartitionReassignment", "TopicPartitionCount"
+KPR, KTPC, KPLE = "PartitionReassignment", "TopicPartitionCount", "PreferredLeaderElection"
 SECRET = "kafka-kpo-auth-e2e"
 #: This module's namespaces (its operator watches only these; the session operator watches ``e2e-<session>-*``).
 PREFIX = f"e2e-auth-{SESSION}"
@@ -196,8 +196,10 @@ def test_principal_without_acls_is_told_not_authorized(kafka_admin: AdminClient,
     create_topic(kafka_admin, topic_name, 2, assignment=[[1, 2], [2, 3]])
     resources.create(KTPC, "grow", {"clusterRef": "noacl", "topic": topic_name, "partitions": 4})
     resources.create(KPR, "move", {"clusterRef": "noacl", "partitions": spec_partitions(topic_name, {0: [2, 3]})})
+    # Metadata hides the topic from this principal: the election asks for it by name, as the others do.
+    resources.create(KPLE, "elect", {"clusterRef": "noacl", "topics": [topic_name]})
     principal = f"User:{NO_ACL_USER}"
-    for kind, name in ((KTPC, "grow"), (KPR, "move")):
+    for kind, name in ((KTPC, "grow"), (KPR, "move"), (KPLE, "elect")):
         status = resources.wait_phase(kind, name, {"Failed", "Invalid", "Succeeded"}, timeout=60)
         assert status["phase"] == "Failed", status
         ready = resources.condition(kind, name, "Ready")
@@ -209,7 +211,7 @@ def test_principal_without_acls_is_told_not_authorized(kafka_admin: AdminClient,
         assert "does not exist" not in message and "UnknownTopic" not in message, message
         assert _events(resources, name, "NotAuthorized"), [e.reason for e in resources.events(name)]
     time.sleep(5)  # ticks go on: the refusal is said once, not once a tick
-    for name in ("grow", "move"):
+    for name in ("grow", "move", "elect"):
         assert len(_events(resources, name, "NotAuthorized")) == 1
     assert len(describe_topic(kafka_admin, topic_name)) == 2
     assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3]}

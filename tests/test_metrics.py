@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import kopf
 import pytest
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import generate_latest
@@ -14,6 +15,7 @@ from kpo.api import Progress
 from kpo.domain.conditions import Event
 from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
+from kpo.resources import shell
 
 KIND = "PartitionReassignment"
 
@@ -81,6 +83,53 @@ def test_forgotten_and_stale_resources_leave_the_gauges() -> None:
     assert [s.moves_in_flight for s in states.current()] == [2]
     clock[0] += 31
     assert states.current() == []
+
+
+def resource_counts(states: metrics.ResourceStates) -> dict[tuple[str, str], float]:
+    family = next(f for f in states.collect() if f.name == "kpo_resources")
+    return {(s.labels["kind"], s.labels["phase"]): s.value for s in family.samples}
+
+
+def test_a_resource_at_rest_stays_counted_after_its_ticks_stop_until_it_is_deleted() -> None:
+    # At rest (Succeeded, a finished election) a resource has no timer: its last tick is its last snapshot.
+    clock = [100.0]
+    states = metrics.ResourceStates(clock=lambda: clock[0], stale_after=30)
+    states.put("a", metrics.Snapshot(KIND, "default", "Succeeded"))
+    states.put("b", metrics.Snapshot(KIND, "default", "Executing", moves_in_flight=2))
+    clock[0] += 3600
+    assert states.current() == [], "the move gauges forget snapshots whose ticks stopped"
+    assert resource_counts(states) == {(KIND, "Succeeded"): 1, (KIND, "Executing"): 1}
+    states.forget("a")
+    assert resource_counts(states) == {(KIND, "Executing"): 1}
+
+
+def test_the_watch_counts_resources_that_never_tick() -> None:
+    # After a restart a resource at rest is only ever seen by the watch's listing: no tick rebuilds it.
+    clock = [100.0]
+    states = metrics.ResourceStates(clock=lambda: clock[0], stale_after=30)
+    for uid in ("a", "b", "c"):
+        states.watched(uid, "PreferredLeaderElection", "Succeeded")
+    states.watched("c", "PreferredLeaderElection", "Failed")
+    clock[0] += 3600
+    assert resource_counts(states) == {("PreferredLeaderElection", "Succeeded"): 2,
+                                       ("PreferredLeaderElection", "Failed"): 1}
+    states.put("c", metrics.Snapshot("PreferredLeaderElection", "default", "Pending"))
+    assert resource_counts(states)[("PreferredLeaderElection", "Pending")] == 1, "a tick moves it as the watch does"
+
+
+def test_every_watch_event_counts_the_resource_and_deleted_forgets_it() -> None:
+    kind: shell.Kind[Any] = shell.Kind(name="PreferredLeaderElection", plural="preferredleaderelections",
+                                       parse=lambda spec: spec, at_rest=lambda _generation, _status: True,
+                                       reconcile=lambda _tick: None)
+    body = kopf.Body({"metadata": {"uid": "u1"}, "status": {"phase": "Succeeded"}})
+    shell.seen(kind, type=None, body=body, uid="u1")  # the listing at start-up
+    shell.seen(kind, type="ADDED", body=kopf.Body({"metadata": {"uid": "u2"}}), uid="u2")
+    assert sample("kpo_resources", kind="PreferredLeaderElection", phase="Succeeded") == 1
+    assert sample("kpo_resources", kind="PreferredLeaderElection", phase="Pending") == 1
+    shell.seen(kind, type="DELETED", body=body, uid="u1")
+    assert sample("kpo_resources", kind="PreferredLeaderElection", phase="Succeeded") is None
+    metrics.watched(KIND, "odd", {"phase": "Executing", "inFlight": "not a list"})
+    assert sample("kpo_resources", kind=KIND, phase="Executing") == 1, "a status the model refuses still counts"
 
 
 def test_known_clusters_report_zero_when_nothing_moves() -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
+from executor_support import ports as executor_ports
+from kafka_fake import FakeCluster
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import PartitionStatus, Target
+from kpo.resources.outcomes import condition
 from kpo.resources.partition_reassignment.lifecycle import (
     TRANSITIONS,
     Intent,
@@ -14,7 +18,7 @@ from kpo.resources.partition_reassignment.lifecycle import (
     Phase,
     decide,
 )
-from kpo.resources.partition_reassignment.reconciler import kept_outcome
+from kpo.resources.partition_reassignment.reconciler import kept_outcome, tick
 
 T = "orders"
 P0, P1, P2, P3 = (TopicPartition(T, i) for i in range(4))
@@ -425,3 +429,24 @@ def test_a_terminal_phase_ticked_again_keeps_the_outcome_it_was_reached_with() -
     assert (kept.reason, kept.message) == ("PartiallyReverted", outcome)
     moved_on = replace(d, phase=Phase.REVERTING)
     assert kept_outcome(moved_on, memory, status) is moved_on, "only a phase that stays where it was"
+
+
+def test_a_reverted_ticked_again_keeps_the_skipped_partitions_its_message_points_to() -> None:
+    # A move back with no in-sync replica runs on and is skipped (KIP-236): the revert ended Reverted with it still
+    # in flight, so the next tick follows it, and must not rewrite status.skipped empty under the same message.
+    cluster = FakeCluster({P0: (1, 2), P1: (1, 2)}, moving={P0: (3, 4)})
+    memory = Memory(phase=Phase.REVERTED, observed_generation=1, owned={P0: (3, 4)}, originals={P0: (1, 2)})
+    skipped = [{"topic": T, "partition": 0, "reason": "no replica of the move back is in sync"}]
+    message = "1 of 2 partition(s) reverted to their original replicas; 1 skipped (status.skipped): orders-0"
+    status = {"phase": "Reverted", "observedGeneration": 1, "skipped": skipped,
+              "inFlight": [{"topic": T, "partition": 0, "replicas": [3, 4]}],
+              "conditions": [{"type": "Ready", "status": "False", "reason": "PartiallyReverted", "message": message,
+                              "lastTransitionTime": "2026-03-01T09:00:00Z", "observedGeneration": 1}]}
+    ports = executor_ports(cluster, save_originals=lambda _found: "move-rollback")
+    outcome = tick(body={"metadata": {"namespace": "ns", "name": "move"}, "status": status},
+                   intent=intent({P0: (3, 4), P1: (1, 2)}, revert=True), memory=memory, ports=ports,
+                   now=datetime(2026, 3, 1, 9, 30, tzinfo=UTC))
+    assert outcome is not None and outcome.status["phase"] == "Reverted"
+    assert outcome.status["skipped"] == skipped
+    assert condition(outcome.status, "Ready")["message"] == message
+    assert not [c for c in cluster.calls if c == "alter_reassignments"], "nothing is sent: the skipped move runs on"

@@ -11,6 +11,8 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from kpo.api import ELECTED_PARTITIONS_CAP, PreferredLeaderElectionStatus
 from kpo.domain.model import KafkaRefusal, PartitionState, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused
@@ -130,6 +132,52 @@ def test_a_refused_request_that_is_not_about_acls_is_kafka_refused() -> None:
     stalled = valid(outcome.status).condition("Stalled")
     assert stalled is not None and stalled.status.value == "True" and stalled.reason == "KafkaRefused"
     assert [e.reason for e in outcome.events] == ["KafkaRefused"]
+
+
+class HidingCluster(Cluster):
+    """Metadata lists only the topics the principal may describe (Kafka's rule); asked by name, Kafka refuses those
+    in ``hidden`` with TOPIC_AUTHORIZATION_FAILED and leaves out those that do not exist."""
+
+    def __init__(self, partitions: dict[TopicPartition, PartitionState], hidden: Collection[str]) -> None:
+        super().__init__(partitions)
+        self.hidden = set(hidden)
+
+    def topic_names(self) -> set[str]:
+        return super().topic_names() - self.hidden
+
+    def describe_topics(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
+        refused = sorted(self.hidden & set(topics))
+        if refused:
+            self.calls.append("describe_topics")
+            raise KafkaRequestRefused(KafkaRefusal("TOPIC_AUTHORIZATION_FAILED", f"no Describe on {refused[0]!r}"))
+        return super().describe_topics(topics)
+
+
+@pytest.mark.parametrize("spec", [{"topics": ["orders"]}, {"partitions": [{"topic": "orders", "partition": 0}]}],
+                         ids=["topics", "partitions"])
+def test_a_named_topic_the_principal_may_not_describe_is_a_refusal_not_an_unknown_topic(spec: dict[str, Any]
+                                                                                       ) -> None:
+    cluster = HidingCluster(displaced("orders", 2, off={0}), hidden={"orders"})
+    with pytest.raises(KafkaRequestRefused) as refused:  # the shell makes it Failed / NotAuthorized, ACL named
+        tick(cluster, spec)
+    assert refused.value.refusal.code == "TOPIC_AUTHORIZATION_FAILED"
+    assert "elect_leaders" not in cluster.calls, "nothing is elected"
+
+
+def test_a_named_topic_missing_from_metadata_and_from_describe_is_unknown() -> None:
+    cluster = HidingCluster(displaced("orders", 2, off={0}), hidden=())
+    outcome = tick(cluster, {"topics": ["orders", "gone"]})
+    assert outcome is not None and outcome.status["phase"] == "Invalid"
+    ready = valid(outcome.status).condition("Ready")
+    assert ready is not None and ready.reason == "UnknownTopic" and "'gone' does not exist" in ready.message
+    assert cluster.calls == ["topic_names", "describe_topics", "describe_topics"], "'gone' asked for by name once"
+
+
+def test_a_pattern_asks_kafka_for_no_topic_by_name() -> None:
+    cluster = Cluster(displaced("orders", 2, off={0}))
+    outcome = tick(cluster, {"topicPattern": "ord.*"})
+    assert outcome is not None and outcome.status["phase"] == "Succeeded"
+    assert cluster.calls == ["topic_names", "describe_topics", "elect_leaders"]
 
 
 def test_partition_lists_are_capped_and_counters_complete() -> None:

@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     operator_config = OperatorConfig.load()
     metrics_port = operator_config.metrics_port if args.metrics_port is None else args.metrics_port
     if metrics_port:
-        # A resource whose ticks stop (deleted, no longer watched) leaves the gauges after a few missed ticks.
+        # A resource whose ticks stop leaves the move and throttle gauges after a few missed ticks; kpo_resources
+        # counts it (at rest too) until it is deleted.
         metrics.serve(metrics_port, clusters=operator_config.clusters,
                       stale_after=max(120.0, 10 * operator_config.poll_interval_seconds))
     context = OperatorContext(config=operator_config, api=kubernetes_client(),

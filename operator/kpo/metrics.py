@@ -3,11 +3,19 @@
 Two kinds of numbers live here. Counters and the latency histogram (bytes moved, Kafka and Kubernetes API errors,
 reconcile latency, phase transitions) only ever grow, so they are recorded as things happen. Gauges that describe the
 state of every custom resource (resources per kind and phase, moves in flight in total and per broker, throttles
-active) are not kept as mutable gauges: each reconcile leaves a small :class:`Snapshot` of its resource, and a custom
-collector sums the snapshots at scrape time. That keeps the totals exact across many resources and lets a deleted
-resource (or one no longer watched) drop out on its own once its snapshot goes stale, without any bookkeeping that
-could drift after a crash. The operator holds no state of its own, so neither do its metrics: after a restart the
-first tick of every resource (every ``pollIntervalSeconds``) rebuilds them.
+active) are not kept as mutable gauges: a custom collector sums per-resource records at scrape time, which keeps the
+totals exact across many resources without any bookkeeping that could drift after a crash.
+
+- ``kpo_resources`` counts every live resource by kind and phase: its phase comes from every watch event of the
+  resource (the shell's ``<kind>_event`` handler; the listing at start-up too) and from every tick, and the resource
+  leaves the count only when it is deleted. A resource at rest (a finished election, a Succeeded reassignment) has no
+  timer and so no ticks: counting it by its ticks dropped it after ``stale_after`` (800 live resources, the gauge at 0).
+- The move and throttle gauges sum the :class:`Snapshot` each tick leaves. Only a resource that ticks can have moves
+  in flight or throttles of its own, so a snapshot whose ticks stopped (at rest, deleted, no longer watched) drops out
+  after ``stale_after``.
+
+The operator holds no state of its own, so neither do its metrics: after a restart the watch's listing rebuilds the
+resource count at once, and the first tick of every resource that ticks (every ``pollIntervalSeconds``) the rest.
 
 Handlers record through :func:`reconcile`, a context manager around one tick of one resource::
 
@@ -35,6 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pydantic import ValidationError
 
 from kpo.api import InFlightMove, PartitionReassignmentStatus, Progress, StatusBase, kind_named
 from kpo.domain.balance_score import BalanceScore
@@ -116,13 +125,16 @@ class Snapshot:
 
 
 class ResourceStates(Collector):
-    """The per-resource snapshots, and the gauges summed from them at scrape time."""
+    """The per-resource records, and the gauges summed from them at scrape time: every live resource's kind and
+    phase (kept until :meth:`forget`), and the snapshots of those that tick (dropped once stale)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, stale_after: float = 300.0) -> None:
         self._clock = clock
         self.stale_after = stale_after
         self._lock = threading.Lock()
         self._snapshots: dict[str, Snapshot] = {}
+        # uid -> (kind, phase) of every resource a watch event or a tick showed, until its deletion.
+        self._phases: dict[str, tuple[str, str]] = {}
         self._clusters: set[str] = set()
 
     def known_clusters(self, names: Iterable[str]) -> None:
@@ -133,6 +145,12 @@ class ResourceStates(Collector):
     def put(self, uid: str, snapshot: Snapshot) -> None:
         with self._lock:
             self._snapshots[uid] = Snapshot(**{**snapshot.__dict__, "seen": self._clock()})
+            self._phases[uid] = (snapshot.kind, snapshot.phase)
+
+    def watched(self, uid: str, kind: str, phase: str) -> None:
+        """A watch event showed the resource in ``phase``: it counts there until its deletion, ticking or not."""
+        with self._lock:
+            self._phases[uid] = (kind, phase)
 
     def get(self, uid: str) -> Snapshot | None:
         with self._lock:
@@ -141,6 +159,7 @@ class ResourceStates(Collector):
     def forget(self, uid: str) -> None:
         with self._lock:
             self._snapshots.pop(uid, None)
+            self._phases.pop(uid, None)
 
     def current(self) -> list[Snapshot]:
         now = self._clock()
@@ -152,15 +171,17 @@ class ResourceStates(Collector):
     def clear(self) -> None:
         with self._lock:
             self._snapshots.clear()
+            self._phases.clear()
             self._clusters.clear()
 
     def collect(self) -> Iterator[Metric]:
         snapshots = self.current()
         with self._lock:
             clusters = set(self._clusters) | {s.cluster for s in snapshots}
+            phases = Tally(self._phases.values())
         resources = GaugeMetricFamily("kpo_resources", "kpo custom resources by kind and phase.",
                                       labels=["kind", "phase"])
-        for (kind, phase), count in sorted(Tally((s.kind, s.phase) for s in snapshots).items()):
+        for (kind, phase), count in sorted(phases.items()):
             resources.add_metric([kind, phase], count)
         in_flight = GaugeMetricFamily("kpo_moves_in_flight", "Partition moves kpo started that Kafka still runs.",
                                       labels=["cluster"])
@@ -345,8 +366,23 @@ def count_error(kind: str, cluster: str, exc: BaseException) -> None:
 
 
 def forget(uid: str) -> None:
-    """The resource is gone (deletion handler): drop it from the gauges at once instead of when it goes stale."""
+    """The resource is gone (deletion handler, or the watch's DELETED event): drop it from every gauge at once."""
     STATES.forget(uid)
+
+
+def watched(kind: str, uid: str, status: Mapping[str, Any]) -> None:
+    """A watch event of the resource (the listing at start-up too): count it in its phase, at rest or not."""
+    try:
+        phase = _phase(typed_status(kind, status))
+    except ValidationError:
+        # A status the model refuses (written by hand, or by an older kpo) is still a live resource: count it in the
+        # phase it names, which is what kubectl shows too.
+        phase = str(status.get("phase") or "Pending")
+    STATES.watched(uid, kind, phase)
+
+
+def _phase(status: StatusBase) -> str:
+    return str(getattr(status, "phase", None) or "Pending")
 
 
 class Scope:
@@ -377,7 +413,7 @@ class Scope:
     def record(self) -> None:
         written = self.patch.get("status") or {}
         after, before = typed_status(self.kind, self.after()), typed_status(self.kind, self.before)
-        phase = str(getattr(after, "phase", None) or "Pending")
+        phase = _phase(after)
         if phase != str(getattr(before, "phase", None) or "") and written.get("phase"):
             TRANSITIONS.labels(self.kind, phase).inc()
         previous = STATES.get(self.uid)
@@ -434,6 +470,7 @@ __all__ = [
     "forget",
     "reconcile",
     "serve",
+    "watched",
 ]
 
 

@@ -116,3 +116,14 @@ class KafkaAdmin(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def topic_names_with(kafka: KafkaAdmin, wanted: Collection[str]) -> set[str]:
+    """The cluster's topic names, with those of ``wanted`` that exist although metadata did not list them.
+
+    Metadata lists only the topics the principal may describe, so a missing ACL read as "topic does not exist".
+    Asked by name, Kafka says TOPIC_AUTHORIZATION_FAILED instead (raised, named as NotAuthorized).
+    """
+    names = kafka.topic_names()
+    unlisted = set(wanted) - names
+    return names | {tp.topic for tp in kafka.describe_topics(unlisted)} if unlisted else names

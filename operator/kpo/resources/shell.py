@@ -3,7 +3,8 @@
 Each kind describes itself as a :class:`Kind` — its plural, how to parse its spec, when it is at rest, how to
 reconcile one :class:`Tick`, and (for a kind that owns something in Kafka) how to let go of it on deletion — and
 :func:`register` turns that into Kopf handlers with explicit ids (``<kind>_tick``, ``<kind>_delete``,
-``<kind>_claims``). Everything around the kind's own reconcile is the same for all of them, in this order:
+``<kind>_claims``, and ``<kind>_event``, which counts every live resource in the metrics). Everything around the
+kind's own reconcile is the same for all of them, in this order:
 
 1. a resource being deleted is left to the deletion handler; a per-resource lock keeps timer and deletion apart;
 2. the tick is timed and its outcome recorded in the metrics;
@@ -364,6 +365,15 @@ def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: 
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
 
 
+def seen(kind: Kind[Any], *, body: kopf.Body, uid: str, **kwargs: Any) -> None:
+    """Every watch event of ``kind``, the listing at start-up included: the resource counts in ``kpo_resources`` by
+    its phase until the DELETED event. Its ticks cannot tell: a resource at rest has no timer, so it never ticks."""
+    if kwargs.get("type") == "DELETED":
+        metrics.forget(uid)
+    else:
+        metrics.watched(kind.name, uid, body.get("status") or {})
+
+
 class _Unreachable:
     """A Kafka client that could not be made: every call says so, as a lost connection would."""
 
@@ -378,7 +388,8 @@ class _Unreachable:
 
 def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_seconds: float, *,
              sharp: bool = False) -> None:
-    """The Kopf handlers of ``kind``: its index (if any), its timer, its deletion handler."""
+    """The Kopf handlers of ``kind``: its index (if any), its timer, its deletion handler, and its watch events (for
+    the metrics)."""
     prefix = kind.handler_prefix
 
     def polls(*, meta: kopf.Meta, status: kopf.Status, **_: Any) -> bool:
@@ -390,6 +401,11 @@ def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_sec
     def on_delete(**kwargs: Any) -> None:
         delete(kind, **kwargs)
 
+    # Async, so the event loop runs it at once: a sync handler would wait for one of the few executor threads, which
+    # the ticks hold for up to a poll interval each.
+    async def on_event(**kwargs: Any) -> None:
+        seen(kind, **kwargs)
+
     if kind.index is not None:
         kopf.index(GROUP, VERSION, kind.plural, id=f"{prefix}_claims", registry=registry)(kind.index)
     # Sharp (with refill between polls on): ticks start on a fixed grid of the poll interval, not a poll interval after
@@ -399,3 +415,4 @@ def register(kind: Kind[Any], registry: kopf.OperatorRegistry, poll_interval_sec
                backoff=max(5.0, 3 * poll_interval_seconds), when=polls, registry=registry)(on_tick)
     kopf.on.delete(GROUP, VERSION, kind.plural, id=f"{prefix}_delete", optional=kind.release is None,
                    registry=registry)(on_delete)
+    kopf.on.event(GROUP, VERSION, kind.plural, id=f"{prefix}_event", registry=registry)(on_event)

@@ -21,7 +21,7 @@ from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
-from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable, topic_names_with
 from kpo.resources.outcomes import Outcome, unavailable_outcome
 from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import (
@@ -30,7 +30,6 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
     decide_planning,
     selected_topics,
 )
-from kpo.resources.partition_reassignment.reconciler import topic_names_with
 from kpo.resources.partition_reassignment.status import proposal_status, summary_status, write
 
 

@@ -39,7 +39,7 @@ from kpo.resources.partition_reassignment.lifecycle import (
     broker_unavailable_headline,
     decide,
 )
-from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, status_of, throttle_status
+from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, skipped_of, status_of, throttle_status
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +97,6 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
     return ClusterView(brokers=seen.brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=seen.topic_names | late,
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable)
-
-
-def topic_names_with(kafka: KafkaAdmin, wanted: Collection[str]) -> set[str]:
-    """The cluster's topic names, with those of ``wanted`` that exist although metadata did not list them.
-
-    Metadata lists only the topics the principal may describe, so a missing ACL read as "topic does not exist".
-    Asked by name, Kafka says TOPIC_AUTHORIZATION_FAILED instead (raised, named as NotAuthorized).
-    """
-    names = kafka.topic_names()
-    unlisted = set(wanted) - names
-    return names | {tp.topic for tp in kafka.describe_topics(unlisted)} if unlisted else names
 
 
 def _key(body: Mapping[str, Any]) -> str:
@@ -189,9 +178,11 @@ def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
 
 def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) -> Decision:
     """A terminal phase ticked again (moves of its own to follow, throttles to take back) keeps the reason and
-    message it was reached with — "2 skipped" must not turn into "no change since" while a broker is down."""
+    message it was reached with — "2 skipped" must not turn into "no change since" while a broker is down — and the
+    partitions ``status.skipped`` lists, which that message points to (the decision of a terminal phase has none)."""
     if decision.phase is not memory.phase or decision.phase not in TERMINAL:
         return decision
+    decision = replace(decision, skipped=decision.skipped or skipped_of(status))
     ready = condition(status, cond.READY)
     reason, message = ready.get("reason"), ready.get("message")
     if not reason or not message or reason == THROTTLE_CLEANUP_PENDING:

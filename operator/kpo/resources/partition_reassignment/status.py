@@ -73,6 +73,13 @@ def claim_of(key: str, created: str, partitions: Collection[TopicPartition], sta
                  cordons=CordonJournal.from_json((status.get("cordon") or {}).get("brokers")))
 
 
+def skipped_of(status: Mapping[str, Any]) -> dict[TopicPartition, str]:
+    """The partitions ``status.skipped`` reports a revert left alone, with why (the first REPORTED_PARTITIONS)."""
+    if not status.get("skipped"):
+        return {}
+    return {TopicPartition(s.topic, s.partition): s.reason for s in parse(status).skipped}
+
+
 #: Phases in which a planned resource carries out its approved proposal, so it claims the proposal's partitions.
 EXECUTING_PROPOSAL = frozenset({Phase.EXECUTING, Phase.PAUSED, Phase.STOPPING, Phase.REVERTING})
 

@@ -154,6 +154,15 @@ class Selection:
             return f"spec.partitions ({len(self.partitions)} partition(s))"
         return "every partition of the cluster"
 
+    def named_topics(self) -> set[str]:
+        """The topics the spec names outright (``topics``, or those of ``partitions``): the ones kpo may ask Kafka
+        about by name. A pattern, or every partition, names none: it can only match what metadata lists."""
+        if self.kind is SelectionKind.TOPICS:
+            return set(self.topics)
+        if self.kind is SelectionKind.PARTITIONS:
+            return {tp.topic for tp in self.partitions}
+        return set()
+
     def topics_to_describe(self, existing: Collection[str]) -> set[str]:
         """The topics whose partitions DescribeTopics must report for this selection (only existing ones)."""
         present = set(existing)

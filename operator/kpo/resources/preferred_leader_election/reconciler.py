@@ -17,7 +17,7 @@ from typing import Any
 
 from kpo.domain.clock import utcnow
 from kpo.domain.model import ClusterView
-from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable, topic_names_with
 from kpo.resources.outcomes import Outcome, decide_observing, unavailable_outcome, unchanged
 from kpo.resources.preferred_leader_election.lifecycle import (
     Decision,
@@ -38,9 +38,15 @@ from kpo.resources.preferred_leader_election.status import status_of
 
 log = logging.getLogger(__name__)
 
+
 def observe(kafka: KafkaAdmin, selection: Selection) -> ClusterView:
-    """Topic names, and the partitions of the topics the selection covers, read fresh from Kafka."""
-    names = kafka.topic_names()
+    """Topic names, and the partitions of the topics the selection covers, read fresh from Kafka.
+
+    Metadata lists only the topics the principal may describe, so a topic the spec names that metadata leaves out is
+    asked for by name: Kafka then refuses with TOPIC_AUTHORIZATION_FAILED (NotAuthorized, the ACL named) where the
+    election used to say the topic does not exist.
+    """
+    names = topic_names_with(kafka, selection.named_topics())
     partitions = kafka.describe_topics(selection.topics_to_describe(names))
     return ClusterView(brokers={}, partitions=partitions, topics=frozenset(names))
 
