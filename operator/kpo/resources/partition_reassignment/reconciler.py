@@ -86,8 +86,14 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
         # Validation judges the replicas a partition has now. A move someone else starts between the two reads shows
         # in DescribeTopics as its mid-move union with nothing listed as moving: RF 1 moving [1] -> [2] reads [2, 1],
         # and a target of one replica looked like a replication factor decrease (Invalid, for good; it failed a CI
-        # run). A second look at what moves, after DescribeTopics, catches such a move; its original replicas count.
-        quiet = [tp for tp in partitions if tp.topic in present and tp not in ongoing]
+        # run). So a validating tick reads its own partitions itself, the three reads close together: what moves,
+        # where the replicas are, and what moves once more, which catches such a move (its original replicas count).
+        # The shared look's reads lie further apart (another tick may have taken it a while ago): a small move that
+        # started after its listing could end before this tick's second listing, leaving the union unexplained.
+        mine = [tp for tp in partitions if tp.topic in present]
+        ongoing = kafka.list_reassignments(mine) if mine else {}
+        states = kafka.describe_topics(present)
+        quiet = [tp for tp in mine if tp not in ongoing]
         ongoing = {**ongoing, **kafka.list_reassignments(quiet)} if quiet else ongoing
     ongoing = settled(ongoing, states)
     min_insync: dict[str, int] = {}
