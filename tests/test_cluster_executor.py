@@ -253,3 +253,16 @@ def test_a_users_rate_is_never_taken_and_never_removed() -> None:
     ledger.remove("ns/r", cluster, mine, index={}, save=lambda _j: None, live_brokers={1, 2, 3})  # type: ignore[arg-type]
     assert cluster.throttled() == {("broker", "1"): {LEADER_RATE: "7", FOLLOWER_RATE: "7"},
                                    ("topic", "a"): {LEADER_REPLICAS: "9:9"}}
+
+
+def test_a_look_names_the_partitions_an_earlier_look_saw_moving_for_a_while() -> None:
+    p0 = TopicPartition("t0", 0)
+    cluster = FakeCluster({p0: (1, 2)}, {p0: (1, 3)})
+    clock = [100.0]
+    looks = SharedLooks(lambda: cluster, clock=lambda: clock[0])  # type: ignore[arg-type, return-value]
+    assert p0 in looks.after(clock[0]).ongoing
+    cluster.finish_moves()
+    clock[0] += 1.0
+    assert looks.after(clock[0]).recently_moved == {p0}
+    clock[0] += 11.0
+    assert looks.after(clock[0]).recently_moved == frozenset()

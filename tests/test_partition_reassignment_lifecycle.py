@@ -63,6 +63,25 @@ def test_pending_to_invalid_names_the_problem_and_sends_nothing() -> None:
     assert d.events[-1].type == "Warning"
 
 
+def test_pending_stays_pending_while_a_partition_that_just_moved_may_read_as_its_mid_move_union() -> None:
+    # Another resource moved [1] -> [2]; the controller lists nothing any more, a lagging broker still says [2, 1].
+    settling = replace(view({P0: (2, 1)}), recently_moved=frozenset({P0}))
+    d = decide(intent({P0: (3,)}), Memory(), Observation(settling))
+    assert (d.phase, d.reason) == (Phase.PENDING, "Settling")
+    assert not d.submit and not d.save_originals
+    # Once it has settled, the spec is judged on what it reads.
+    d = decide(intent({P0: (3,)}), Memory(), Observation(view({P0: (2, 1)})))
+    assert (d.phase, d.reason) == (Phase.INVALID, "ReplicationFactorDecrease")
+
+
+def test_executing_sends_nothing_for_a_partition_that_may_read_as_its_mid_move_union() -> None:
+    settling = replace(view({P0: (2, 1), P1: (1, 2)}), recently_moved=frozenset({P0}))
+    d = decide(intent({P0: (3,), P1: (1, 3)}, generation=2), Memory(phase=Phase.EXECUTING, observed_generation=1),
+               Observation(settling))
+    assert d.phase is Phase.EXECUTING
+    assert set(d.submit) == {P1}
+
+
 def test_pending_to_invalid_for_a_missing_topic_and_partition() -> None:
     missing = TopicPartition("nope", 0)
     d = decide(intent({missing: (1,), TopicPartition(T, 5): (1,)}), Memory(), Observation(view({P0: (1,)})))

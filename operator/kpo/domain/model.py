@@ -132,6 +132,10 @@ class ClusterView:
     # Brokers DescribeCluster lists that did not answer kpo's DescribeLogDirs: a broker that died stays registered
     # and unfenced until the controller misses its heartbeats, longer while the controller quorum itself fails over.
     unreachable: frozenset[int] = frozenset()
+    # Partitions Kafka listed as moving a moment ago but not now: a broker answering DescribeTopics may still show
+    # such a partition on its mid-move replicas (its metadata lags the controller's), so their replica count is not
+    # judged yet.
+    recently_moved: frozenset[TopicPartition] = frozenset()
 
     def available(self, broker: int) -> bool:
         """Listed by DescribeCluster and answering: a move onto any other broker cannot finish now."""

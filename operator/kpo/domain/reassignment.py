@@ -30,6 +30,10 @@ Targets = Mapping[TopicPartition, Target]
 #: of it is left to the throttle journal kept next to it.
 ROLLBACK_BUDGET_BYTES = 768 * 1024
 
+#: The reason a partition that was moving a moment ago is not judged yet (see ``ClusterView.recently_moved``).
+SETTLING = "Settling"
+
+
 def current_replicas(tp: TopicPartition, view: ClusterView) -> Replicas:
     """The replicas ``tp`` has as far as its user is concerned: those before a move in progress (the adding replicas
     are not its own yet), else the replicas DescribeTopics lists."""
@@ -90,7 +94,11 @@ def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.part
                                     f"{tp}: broker(s) {unknown} are not live brokers of the cluster (live: {live})"))
         now = current_replicas(tp, view)
         before = (originals or {}).get(tp, now)
-        if len(replicas) < min(len(now), len(before)) and not allow_rf_decrease:
+        if len(replicas) < min(len(now), len(before)) and not allow_rf_decrease and tp in view.recently_moved:
+            problems.append(Problem(f"{where}.replicas", SETTLING,
+                                    f"{tp} was moving a moment ago and reads {list(now)}: its replicas are read "
+                                    f"again before the spec is judged"))
+        elif len(replicas) < min(len(now), len(before)) and not allow_rf_decrease:
             problems.append(Problem(f"{where}.replicas", "ReplicationFactorDecrease",
                                     f"{tp}: {len(replicas)} replica(s) {list(replicas)} is fewer than the "
                                     f"{len(now)} it has now {list(now)}; decreasing the replication factor needs "

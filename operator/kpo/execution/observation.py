@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kpo.domain.access import Backoff
 from kpo.domain.model import (
@@ -54,6 +54,8 @@ class Look:
     future_dirs: dict[str, dict[ReplicaKey, str]] = field(default_factory=dict)
     broker_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     unreachable: frozenset[int] = frozenset()
+    #: Partitions an earlier look listed as moving within ``SETTLE_SECONDS`` that this one does not list.
+    recently_moved: frozenset[TopicPartition] = frozenset()
 
     def partition_states(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
         return {tp: s for t in topics for tp, s in self.states.get(t, {}).items()}
@@ -106,6 +108,11 @@ class _Failure:
     error: Exception
 
 
+#: How long after Kafka last listed a partition as moving its DescribeTopics answer may still show the move: a broker's
+#: metadata can lag the controller's by seconds on a loaded cluster.
+SETTLE_SECONDS = 10.0
+
+
 class SharedLooks:
     """The looks at one cluster: :meth:`after` gives a look taken after a moment, taking one if needed."""
 
@@ -126,6 +133,7 @@ class SharedLooks:
         self._failure: _Failure | None = None
         self._looking = False
         self._interest: dict[str, float] = {}
+        self._listed_at: dict[TopicPartition, float] = {}
         self.looks = 0
 
     @property
@@ -175,6 +183,12 @@ class SharedLooks:
             raise
         with self._changed:
             self.looks += 1
+            # Newer looks may have finished first; the listing times only ever move forward.
+            for tp in found.ongoing:
+                self._listed_at[tp] = max(self._listed_at.get(tp, started), started)
+            cutoff = started - SETTLE_SECONDS
+            self._listed_at = {tp: at for tp, at in self._listed_at.items() if at >= cutoff}
+            found = replace(found, recently_moved=frozenset(tp for tp in self._listed_at if tp not in found.ongoing))
             self._latest = found
             self._failure = None
             self._backoff.succeeded()

@@ -88,6 +88,7 @@ from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
 from kpo.domain.problems import Problem, summarize
 from kpo.domain.reassignment import (
+    SETTLING,
     Candidate,
     Classification,
     PartitionStatus,
@@ -274,7 +275,11 @@ def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit =
 def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit) -> Decision:
     view = observed.view
     problems = _validate(intent, memory, view)
+    if problems and not _judged(problems):
+        # A partition that was moving a moment ago may still read as its mid-move union: judged on a later tick.
+        return Decision(Phase.PENDING, SETTLING, summarize(problems))
     if problems:
+        problems = _judged(problems)
         return Decision(Phase.INVALID, problems[0].reason, summarize(problems),
                         problems=tuple(problems))
     if intent.stop:
@@ -302,7 +307,8 @@ def _executing(intent: Intent, memory: Memory, observed: Observation, admit: Adm
     if intent.stop:
         return _stopping(intent, _with_memory(memory, phase=Phase.STOPPING), observed, admit)
     if intent.generation != memory.observed_generation:
-        problems = _validate(intent, memory, observed.view)
+        # Partitions still settling are not judged; _execute sends them nothing until they read right.
+        problems = _judged(_validate(intent, memory, observed.view))
         if problems:
             return Decision(Phase.INVALID, problems[0].reason,
                             "the changed spec cannot be carried out (moves already running are left to finish): "
@@ -367,6 +373,8 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         if state is None:
             continue  # the topic went away mid-flight; validation of the next spec change will say so
         step = next_submission(targets[tp].replicas, state, incremental)
+        if step is not None and tp in view.recently_moved and len(state.replicas) > len(step):
+            continue  # may be a mid-move union a lagging broker still shows: sent once it reads as it is
         if step is not None and (down := tuple(b for b in step if b not in state.replicas and b not in view.brokers)):
             waiting[tp] = down
         elif step is not None:
@@ -542,6 +550,11 @@ def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decisio
 
 
 # -------------------------------------------------------------------------------------------------------- helpers
+
+
+def _judged(problems: list[Problem]) -> list[Problem]:
+    """The problems that can be judged now: not those of partitions still settling after a move."""
+    return [p for p in problems if p.reason != SETTLING]
 
 
 def _validate(intent: Intent, memory: Memory, view: ClusterView) -> list[Problem]:

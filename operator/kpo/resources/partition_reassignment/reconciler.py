@@ -102,7 +102,9 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
         min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
     return ClusterView(brokers=seen.brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=seen.topic_names | late,
-                       replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable)
+                       replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable,
+                       recently_moved=frozenset(tp for tp in partitions
+                                                if tp in seen.recently_moved and tp not in ongoing))
 
 
 def _key(body: Mapping[str, Any]) -> str:
