@@ -101,7 +101,8 @@ def test_the_lease_is_granted_in_the_release_namespace_only() -> None:
 def test_the_deployment_is_restricted_and_only_leader_elected_replicas_run_side_by_side() -> None:
     text = (CHART / "templates" / "deployment.yaml").read_text()
     for required in ("replicas: {{ .Values.replicaCount }}", "type: RollingUpdate", "type: Recreate",
-                     "needs leaderElection.enabled", "fieldPath: metadata.name", "runAsNonRoot: true", "readOnlyRootFilesystem: true",
+                     "needs leaderElection.enabled", "fieldPath: metadata.name",
+                     "runAsNonRoot: true", "readOnlyRootFilesystem: true",
                      "allowPrivilegeEscalation: false", "drop: [ALL]", "type: RuntimeDefault", "mountPath: /tmp",
                      "livenessProbe:", "readinessProbe:", "path: /healthz"):
         assert required in text, required
