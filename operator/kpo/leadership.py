@@ -50,8 +50,7 @@ def lost_lease(identity: str) -> None:
     """What a leader does when its Lease is gone: stop everything at once. The pod restarts as the standby."""
     log.critical("leader election: %s lost the Lease (renewal failed past its deadline, or another holder): "
                  "exiting at once so that no two replicas act", identity)
-    logging.shutdown()
-    os._exit(1)
+    os._exit(1)  # no clean-up: a handler or executor must not get to send one more request
 
 
 class Leadership:
