@@ -9,12 +9,15 @@ Pod Security profile, on the node's pod network: see e2e/test_node.py for how th
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -36,6 +39,7 @@ TAKEOVER_LIMIT = 15.0
 # The limits the moves run under: at most 2 at once, 1 copying into any one broker.
 LIMITS = {"maxMoves": 2, "maxMovesPerBroker": 2, "maxMovesPerBrokerDirection": 1}
 THROTTLE = 100_000
+OPERATOR_UID = 10001
 
 
 @dataclass
@@ -200,3 +204,71 @@ def test_deleting_the_leader_mid_flight_hands_over_within_15s_and_the_standby_fi
     # The Deployment replaced the deleted pod; the newcomer waits as the standby.
     wait_until(lambda: len(pair.ready_pods()) == 2, 240, "the replacement pod to be Ready")
     assert pair.leader_pod() == standby
+
+
+def _operator_pid(pod: str) -> int:
+    """The pid, on this host, of the operator process running in ``pod`` (the node's containers are its children)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or proc.stat().st_uid != OPERATOR_UID:
+                continue
+            if b"-m\x00kpo" in (proc / "cmdline").read_bytes() and \
+                    f"POD_NAME={pod}".encode() in (proc / "environ").read_bytes().split(b"\x00"):
+                return int(proc.name)
+        except OSError:
+            continue  # gone meanwhile
+    raise LookupError(f"no operator process of pod {pod}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_leader_killed_without_a_word_is_replaced_when_its_lease_expires(pair: Pair) -> None:
+    """SIGKILL: no release. The standby takes the Lease once it has not changed for leaseDurationSeconds (10) by the
+    standby's clock: within 15 s of the death."""
+    wait_until(lambda: len(pair.ready_pods()) == 2 and pair.leader_pod() in pair.ready_pods(), 240,
+               "two Ready operator pods, one holding the Lease")
+    dead = pair.holder()
+    leader = pair.leader_pod()
+    with LeaseWatch(pair) as watch:
+        killed_at = time.monotonic()
+        os.kill(_operator_pid(leader), signal.SIGKILL)
+        wait_until(lambda: pair.holder() not in ("", dead), 60, "another holder of the Lease")
+    taken_at, holder = next((at, h) for at, h in watch.changes if h not in ("", dead))
+    takeover = taken_at - killed_at
+    print(f"\nleader {dead} killed (SIGKILL); {holder} held the Lease {takeover:.1f} s later")
+    assert TAKEOVER_LIMIT >= takeover >= 10 - 2.5, f"takeover after {takeover:.1f} s"  # not before the Lease expired
+    # Nobody released it: the holder went straight from the dead one to the new one.
+    assert [h for _, h in watch.changes] == [dead, holder]
+
+
+def test_a_leader_whose_renewals_fail_exits_by_its_deadline(pair: Pair, api_client: client.ApiClient) -> None:
+    """Renewals refused (the chart's Lease RoleBinding removed): the leader stops acting within renewDeadlineSeconds
+    (6) of its last renewal (its process exits), before any standby may take over; with the permission back a
+    candidate takes the Lease."""
+    wait_until(lambda: len(pair.ready_pods()) == 2 and pair.leader_pod() in pair.ready_pods(), 240,
+               "two Ready operator pods, one holding the Lease")
+    leader = pair.leader_pod()
+    pid = _operator_pid(leader)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    binding_name = f"{pair.release.fullname}-leader-election"
+    binding = rbac.read_namespaced_role_binding(binding_name, pair.release.namespace)
+    binding.metadata = client.V1ObjectMeta(name=binding_name, labels=binding.metadata.labels)
+    holder_before = pair.holder()
+    revoked_at = time.monotonic()
+    rbac.delete_namespaced_role_binding(binding_name, pair.release.namespace)
+    try:
+        wait_until(lambda: not _alive(pid), 30, "the leader's process to exit")
+        exited = time.monotonic() - revoked_at
+        print(f"\nrenewals refused: the leader's process exited {exited:.1f} s later")
+        # Its last successful renewal began at most a retry period (2 s) before the revocation.
+        assert exited <= 6 + 1.5, f"the leader acted on for {exited:.1f} s after its renewals began to fail"
+        assert pair.holder() == holder_before  # no one could take it meanwhile
+    finally:
+        rbac.create_namespaced_role_binding(pair.release.namespace, binding)
+    wait_until(lambda: pair.holder() not in ("", holder_before), 60, "a new holder once renewals are allowed again")
