@@ -140,6 +140,8 @@ def test_default_values_grant_no_secret_and_no_spark(testbed: Testbed, tmp_path:
     ({"operator": {"pollIntervalSeconds": 0}}, "/operator/pollIntervalSeconds"),
     ({"watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
     ({"replicas": 3}, "'replicas' not allowed"),
+    ({"replicaCount": 0}, "/replicaCount"),
+    ({"leaderElection": {"enabled": True, "leaseTime": 5}}, "'leaseTime' not allowed"),
     ({"autoPropose": {"clusters": {"default": {"namespace": "ops", "approval": "Sometimes"}}}},
      "/autoPropose/clusters/default/approval"),
 ])
@@ -149,6 +151,37 @@ def test_the_schema_rejects_wrong_values_naming_them(testbed: Testbed, tmp_path:
     assert result.returncode != 0
     assert "don't meet the specifications of the schema" in result.stderr
     assert named in result.stderr, result.stderr
+
+
+def test_leader_election_renders_its_config_lease_role_and_pod_name(testbed: Testbed, tmp_path: Path) -> None:
+    docs = documents(template(testbed, {}, tmp_path, namespace="kpo-system").stdout)
+    config_map = by_kind(docs, "ConfigMap")[0]
+    election = OperatorConfig.model_validate(yaml.safe_load(config_map["data"]["config.yaml"])).leader_election
+    assert election.enabled and election.lease_name == "kpo-leader"  # release "kpo": its full name is "kpo"
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "Role")}
+    lease_role = roles["kpo-leader-election"]
+    assert lease_role["metadata"]["namespace"] == "kpo-system"
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kpo-leader"],
+         "verbs": ["get", "update"]}]
+    bindings = {b["metadata"]["name"]: b for b in by_kind(docs, "RoleBinding")}
+    assert bindings["kpo-leader-election"]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                         "name": "kpo-leader-election"}
+    container = by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+    single = documents(template(testbed, {"replicaCount": 1, "leaderElection": {"enabled": False}}, tmp_path,
+                                namespace="kpo-system").stdout)
+    assert by_kind(single, "Deployment")[0]["spec"]["strategy"] == {"type": "Recreate"}
+    assert "kpo-leader-election" not in {r["metadata"]["name"] for r in by_kind(single, "Role")}
+
+
+def test_two_replicas_without_leader_election_are_refused(testbed: Testbed, tmp_path: Path) -> None:
+    result = template(testbed, {"leaderElection": {"enabled": False}}, tmp_path, check=False)
+    assert result.returncode != 0
+    assert "replicaCount 2 needs leaderElection.enabled" in result.stderr, result.stderr
 
 
 def test_a_work_dir_outside_tmp_needs_a_volume(testbed: Testbed, tmp_path: Path) -> None:
@@ -186,8 +219,10 @@ def test_helm_install_creates_a_restricted_deployment(testbed: Testbed, api_clie
         assert "kind: PartitionReassignment" in status  # NOTES: how to apply a first resource
 
         deployment = apps.read_namespaced_deployment(release.fullname, namespace)
-        assert deployment.spec.replicas == 1
-        assert deployment.spec.strategy.type == "Recreate"
+        # Two replicas, one acting: the one holding the Lease (kpo.leadership); a rolling update is safe.
+        assert deployment.spec.replicas == 2
+        assert deployment.spec.strategy.type == "RollingUpdate"
+        assert deployment.spec.strategy.rolling_update.max_unavailable == 0
         pod = deployment.spec.template.spec
         container = pod.containers[0]
         assert container.security_context.read_only_root_filesystem is True

@@ -71,6 +71,8 @@ def chart_operator(testbed: Testbed, node_images: NodeImages, kpo_crds: None, ap
         "kafka": {"clusters": {"default": {"bootstrapServers": testbed.state.kafka.pods_bootstrap_servers}}},
         "operator": {"pollIntervalSeconds": 1},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        # One pod, so "the" operator pod is the one acting; two replicas are e2e/test_leader_election.py's.
+        "replicaCount": 1,
     }
     tmp = tmp_path_factory.mktemp("chart-operator")
     try:

@@ -63,7 +63,13 @@ def test_schema_closes_every_object_of_the_kafka_connection() -> None:
 
 
 def test_values_name_the_defaults_the_operator_uses() -> None:
-    from kpo.config import BalanceScoreConfig, ExecutionDefaults, OperatorConfig, RefillConfig  # noqa: PLC0415
+    from kpo.config import (  # noqa: PLC0415
+        BalanceScoreConfig,
+        ExecutionDefaults,
+        LeaderElectionConfig,
+        OperatorConfig,
+        RefillConfig,
+    )
 
     v = values()
     defaults = OperatorConfig()
@@ -73,11 +79,30 @@ def test_values_name_the_defaults_the_operator_uses() -> None:
     assert v["metrics"]["port"] == defaults.metrics_port
     assert v["metrics"]["balanceScore"] == BalanceScoreConfig().model_dump(by_alias=True)
     assert v["planner"]["backend"] == "local"
+    # Leader election: on in the chart (off for a single process), two replicas, the operator's own timing.
+    assert v["replicaCount"] == 2 and v["leaderElection"]["enabled"] is True
+    election = LeaderElectionConfig()
+    assert not election.enabled
+    assert (v["leaderElection"]["leaseDurationSeconds"], v["leaderElection"]["renewDeadlineSeconds"],
+            v["leaderElection"]["retryPeriodSeconds"]) == (election.lease_duration_seconds,
+                                                           election.renew_deadline_seconds,
+                                                           election.retry_period_seconds)
 
 
-def test_the_deployment_is_restricted_single_and_recreated() -> None:
+def test_the_lease_is_granted_in_the_release_namespace_only() -> None:
+    rbac = (CHART / "templates" / "rbac.yaml").read_text()
+    block = rbac[rbac.index("{{- if .Values.leaderElection.enabled }}"):]
+    block = block[:block.index("{{- end }}")]
+    assert "kind: Role\n" in block and "kind: RoleBinding" in block and "ClusterRole" not in block
+    assert "resources: [leases]" in block and "verbs: [create]" in block and "verbs: [get, update]" in block
+    assert 'resourceNames: [{{ include "kpo.leaseName" . | quote }}]' in block
+
+
+def test_the_deployment_is_restricted_and_only_leader_elected_replicas_run_side_by_side() -> None:
     text = (CHART / "templates" / "deployment.yaml").read_text()
-    for required in ("replicas: 1", "type: Recreate", "runAsNonRoot: true", "readOnlyRootFilesystem: true",
+    for required in ("replicas: {{ .Values.replicaCount }}", "type: RollingUpdate", "type: Recreate",
+                     "needs leaderElection.enabled", "fieldPath: metadata.name",
+                     "runAsNonRoot: true", "readOnlyRootFilesystem: true",
                      "allowPrivilegeEscalation: false", "drop: [ALL]", "type: RuntimeDefault", "mountPath: /tmp",
                      "livenessProbe:", "readinessProbe:", "path: /healthz"):
         assert required in text, required

@@ -11,17 +11,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import socket
 import sys
+import uuid
 from typing import Any
 
 import kopf
 from kubernetes import client, config
 
-from kpo import metrics
+from kpo import leadership, metrics
 from kpo.auto_propose import BrokerChangeWatcher
 from kpo.cluster_balance import ClusterBalanceSampler
-from kpo.config import OperatorConfig
+from kpo.config import LeaderElectionConfig, OperatorConfig
 from kpo.k8s.auto_proposals import AutoProposals
+from kpo.k8s.lease import LeaseStore
 from kpo.k8s.outage import RepeatedRequestErrors
 from kpo.persistence import DigestDiffBaseStorage
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
@@ -64,6 +68,17 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.error_backoffs = API_RETRY_BACKOFFS
 
 
+def lead(election: LeaderElectionConfig, namespace: str, liveness: str) -> None:
+    """With leader election on, block until this replica holds the Lease (:mod:`kpo.leadership`)."""
+    if not election.enabled:
+        return
+    # The pod's name (the chart passes it through the downward API) and a suffix: a restarted container is a new
+    # candidate, never mistaken for the old holder.
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    store = LeaseStore(kubernetes_client(), namespace, election.lease_name)
+    leadership.lead(leadership.Leadership(store, identity, election.timing()), liveness)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kpo", description="kpo, the Kafka Partition Operator")
     parser.add_argument("--namespace", action="append", default=[],
@@ -93,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         # counts it (at rest too) until it is deleted.
         metrics.serve(metrics_port, clusters=operator_config.clusters,
                       stale_after=max(120.0, 10 * operator_config.poll_interval_seconds))
-    context = OperatorContext(config=operator_config, api=kubernetes_client(),
+    # A standby waits here (answering the probes); nothing below acts before this replica holds the Lease.
+    lead(operator_config.leader_election, operator_config.namespace, args.liveness)
+    # Each cluster's executor asks before every write to Kafka: a replica whose Lease renewal failed sends nothing
+    # more, even in the moment before its process exits.
+    context = OperatorContext(config=operator_config, api=kubernetes_client(), may_act=leadership.holding,
                               on_kafka_request=metrics.kafka_request, on_look=metrics.executor_pass)
     balance = operator_config.balance_score
     sampler = None

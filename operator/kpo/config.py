@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from kpo.api.partition_reassignment import PartitionReassignmentSpec
+from kpo.domain.lease import LeaseTiming
 
 DEFAULT_CLUSTER = "default"
 
@@ -205,6 +206,30 @@ class PlannerConfig(_Model):
     spark_application: SparkApplicationSettings = SparkApplicationSettings()
 
 
+class LeaderElectionConfig(_Model):
+    """Leader election (:mod:`kpo.leadership`): of the replicas, only the one holding the Lease ``leaseName`` in the
+    operator's namespace acts. Off for a single process (``make operator``, the e2e suite's operator); the Helm chart
+    turns it on."""
+
+    enabled: bool = False
+    lease_name: str = Field(default="kpo-leader", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+    lease_duration_seconds: float = Field(default=10.0, gt=0, description="A standby takes a Lease not renewed "
+                                          "for this long (by its own clock).")
+    renew_deadline_seconds: float = Field(default=6.0, gt=0, description="A leader whose renewals fail this long "
+                                          "stops at once (the process exits).")
+    retry_period_seconds: float = Field(default=2.0, gt=0, description="Between two renewals, and two attempts of "
+                                        "a standby.")
+
+    @model_validator(mode="after")
+    def _timing_is_safe(self) -> Self:
+        self.timing()
+        return self
+
+    def timing(self) -> LeaseTiming:
+        return LeaseTiming(lease_duration=self.lease_duration_seconds, renew_deadline=self.renew_deadline_seconds,
+                           retry_period=self.retry_period_seconds)
+
+
 class OperatorConfig(_Model):
     clusters: dict[str, KafkaConnection] = Field(default_factory=dict)
     default_cluster: str = DEFAULT_CLUSTER
@@ -216,6 +241,7 @@ class OperatorConfig(_Model):
     namespace: str = Field(default="default", description="The operator's own namespace (Secrets are read here).")
     metrics_port: int = 8080
     planner: PlannerConfig = PlannerConfig()
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
 
     @model_validator(mode="after")
     def _auto_propose_known_clusters(self) -> Self:
@@ -256,4 +282,8 @@ class OperatorConfig(_Model):
             data["namespace"] = env["KPO_NAMESPACE"]
         if env.get("KPO_POLL_INTERVAL"):
             data["pollIntervalSeconds"] = float(env["KPO_POLL_INTERVAL"])
+        if env.get("KPO_LEADER_ELECTION"):
+            election = dict(data.get("leaderElection", {}) or {})  # type: ignore[call-overload]
+            election["enabled"] = env["KPO_LEADER_ELECTION"].strip().lower() in ("1", "true", "yes", "on")
+            data["leaderElection"] = election
         return cls.model_validate(data)

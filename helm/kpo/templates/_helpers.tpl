@@ -17,6 +17,11 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The leader-election Lease, in the release namespace. */}}
+{{- define "kpo.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (printf "%s-leader" (include "kpo.fullname" . | trunc 56 | trimSuffix "-")) -}}
+{{- end -}}
+
 {{- define "kpo.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "kpo.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -104,6 +109,14 @@ metricsPort: {{ .Values.metrics.port }}
 balanceScore:
   intervalSeconds: {{ .Values.metrics.balanceScore.intervalSeconds }}
   topicsPerRequest: {{ .Values.metrics.balanceScore.topicsPerRequest }}
+{{- with .Values.leaderElection }}
+leaderElection:
+  enabled: {{ .enabled }}
+  leaseName: {{ include "kpo.leaseName" $ | quote }}
+  leaseDurationSeconds: {{ .leaseDurationSeconds }}
+  renewDeadlineSeconds: {{ .renewDeadlineSeconds }}
+  retryPeriodSeconds: {{ .retryPeriodSeconds }}
+{{- end }}
 {{- with .Values.autoPropose }}
 {{- if .clusters }}
 autoPropose:
