@@ -532,7 +532,9 @@ class Report:
         if self.ratio is None or self.ratio > s.max_ratio:
             failed.append(f"wall time {_s(self.wall_seconds)} is {_x(self.ratio)} the schedule floor "
                           f"{_s(self.floor.schedule_seconds if self.floor else None)} (bound {s.max_ratio} x)")
-        if self.rss_bytes is not None and self.rss_bytes > s.max_rss_bytes:
+        if self.rss_bytes is None:
+            failed.append("the operator was not running at the end (no peak RSS to read)")
+        elif self.rss_bytes > s.max_rss_bytes:
             failed.append(f"operator peak RSS {self.rss_bytes / 2**20:.0f} MiB > {s.max_rss_bytes / 2**20:.0f} MiB")
         return failed
 
