@@ -83,7 +83,7 @@ class Scenario:
     max_rss_bytes: int = 250 * 2**20
     #: Seconds the throttles may take to go after the last Succeeded, and after the last resource is gone.
     throttle_grace: float = 10.0
-    deletion_timeout: float = 120.0
+    deletion_timeout: float = 90.0
 
     @property
     def topics(self) -> int:
@@ -655,7 +655,7 @@ def _execute(h: Harness, scenario: Scenario, moves: Sequence[PlannedMove], topic
         h.log(f"applied {len(moves)} resources in {report.apply_seconds:.1f} s")
         assert report.floor is not None
         # Generous, so a slow run is measured rather than cut short; bounded, so a stuck one ends.
-        timeout = max(3 * report.floor.schedule_seconds, report.floor.schedule_seconds + 120)
+        timeout = max(2.5 * report.floor.schedule_seconds, report.floor.schedule_seconds + 120)
         succeeded_at: dict[str, float] = {}
         phases: dict[str, str | None] = {}
 
