@@ -125,7 +125,7 @@ def topic_names(moves: Sequence[PlannedMove]) -> list[str]:
 
 def create_topics(admin: AdminClient, topics: Sequence[str]) -> None:
     assignment = [list(PAIRS[p % len(PAIRS)]) for p in range(PARTITIONS_PER_TOPIC)]
-    new = [NewTopic(t, replica_assignment=assignment) for t in topics]
+    new = [NewTopic(t, num_partitions=len(assignment), replica_assignment=assignment) for t in topics]
     for future in admin.create_topics(new, request_timeout=60).values():
         future.result(timeout=90)
     deadline = time.monotonic() + 60
@@ -280,9 +280,9 @@ class KafkaSampler:
         seen = [t for t in (self.first_seen.get(key), self.at_target.get(key)) if t is not None]
         return min(seen) if seen else None
 
-    def limits(self, limits: ExecutionLimits) -> LimitSeen:
+    def limits(self, limits: ExecutionLimits, origin: float = 0.0) -> LimitSeen:
         """The most seen at once, counted as kpo counts (``kpo.domain.scheduling``): the new replicas receive, the
-        leader sends; a move touches its receivers and its leader."""
+        leader sends; a move touches its receivers and its leader. Violations are dated in seconds from ``origin``."""
         seen = LimitSeen()
         for at, sample in self.samples:
             touched: Counter[int] = Counter()
@@ -305,7 +305,7 @@ class KafkaSampler:
             seen.out_of_leader = max(seen.out_of_leader, figures["served by one leader"][0])
             for what, (value, limit) in figures.items():
                 if value > limit and len(seen.violations) < 20:
-                    seen.violations.append(f"t={at:.1f}: {value} moves {what} (limit {limit})")
+                    seen.violations.append(f"t={at - origin:.1f} s: {value} moves {what} (limit {limit})")
         return seen
 
 
@@ -403,7 +403,8 @@ class Kube:
         self.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)
 
     def apiserver_requests(self) -> float | None:
-        """Requests the API server has served for kpo's kinds, Events, ConfigMaps and Leases (watches left out)."""
+        """Requests the API server has served for kpo's kinds, Events and ConfigMaps (watches left out; Leases too:
+        kube-controller-manager and the API server renew theirs every few seconds, whatever kpo does)."""
         try:
             request = self.api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
             response = self.api.call_api(*request, _request_timeout=20)
@@ -417,7 +418,7 @@ class Kube:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
             if labels.get("verb") == "WATCH":
                 continue
-            if labels.get("group") == GROUP or labels.get("resource") in ("events", "configmaps", "leases"):
+            if labels.get("group") == GROUP or labels.get("resource") in ("events", "configmaps"):
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
@@ -570,6 +571,12 @@ class Report:
 
     def text(self) -> str:
         lines = [f"{k:>38}: {v}" for k, v in self.row().items()]
+        for when, left in (("success", self.throttles_after_success), ("deletion", self.throttles_after_deletion)):
+            if left:
+                rates = [line for line in left if line.startswith("broker ")]
+                empty = [line for line in left if line.endswith("=''")]
+                lines.append(f"after {when}: {len(rates)} broker throttle rates, {len(left) - len(rates)} topic "
+                             f"throttled-replicas keys ({len(empty)} of them empty)")
         if self.seen.violations:
             lines.append("first limit violations: " + "; ".join(self.seen.violations[:5]))
         if self.throttles_after_success or self.throttles_after_deletion:
@@ -694,7 +701,7 @@ def _judge_samples(report: Report, sampler: KafkaSampler, moves: Sequence[Planne
                    t0: float, applied: float) -> None:
     report.samples = len(sampler.samples)
     report.sample_errors = len(sampler.errors)
-    report.seen = sampler.limits(report.limits)
+    report.seen = sampler.limits(report.limits, t0)
     if sampler.last_moving is not None:
         report.kafka_seconds = sampler.last_moving - t0
     submitted = {m.name: sampler.submitted(m.key) for m in moves}
@@ -749,7 +756,7 @@ def _requests(h: Harness, scenario: Scenario, kube: Kube, report: Report, apiser
     else:
         after = kube.apiserver_requests()
         if after is not None and apiserver_before is not None:
-            own = sum(kube.requests.values()) + 2  # the two /metrics scrapes are not counted there; roughly even
+            own = sum(kube.requests.values())  # /metrics itself is a non-resource request: not in the sum
             report.api_requests_per_resource = max(0.0, after - apiserver_before - own) / scenario.resources
             report.api_requests_source = "API server's apiserver_request_total, the test's own subtracted"
     kafka_requests = metric_sum(metrics, "kpo_kafka_requests_total", cluster="default")

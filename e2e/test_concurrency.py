@@ -138,9 +138,9 @@ def test_unusable_clusters_do_not_slow_a_healthy_one(
             deleted = cs.wait(lambda: not set(names) & set(kube.phases()), 60, interval=0.25)
             deletion = time.monotonic() - began if deleted is None else deleted
 
-            figures = (f"solo {solo:.1f} s (first move {solo_first}), beside {len(names)} unusable resources "
-                       f"{busy:.1f} s (first move {busy_first}); unusable ones ticked after "
-                       f"{'n/a' if tried is None else f'{tried:.1f} s'}, their phases "
+            figures = (f"solo {solo:.1f} s (first move after {_s(solo_first)}), beside {len(names)} unusable "
+                       f"resources {busy:.1f} s (first move after {_s(busy_first)}); the unusable ones had a phase "
+                       f"after {'n/a (30 s)' if tried is None else f'{tried:.1f} s'}, their phases "
                        f"{sorted({str(phases.get(n)) for n in names})}; deleting them took {deletion:.1f} s"
                        f"{'' if deleted is not None else ' (not all gone)'}")
             print(f"\n{figures}")
@@ -161,6 +161,10 @@ def test_unusable_clusters_do_not_slow_a_healthy_one(
             with _suppress():
                 for future in kafka_admin.delete_topics([solo_topic, busy_topic], request_timeout=60).values():
                     future.result(timeout=90)
+
+
+def _s(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.1f} s"
 
 
 @contextmanager
