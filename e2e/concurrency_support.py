@@ -510,7 +510,9 @@ class Report:
     def failures(self) -> list[str]:
         s, failed = self.scenario, []
         if self.seen.violations:
-            failed.append(f"limits exceeded in {len(self.seen.violations)}+ samples: {self.seen.violations[:5]}")
+            more = "+" if len(self.seen.violations) >= 20 else ""
+            failed.append(f"limits exceeded in {len(self.seen.violations)}{more} samples, first: "
+                          + "; ".join(self.seen.violations[:3]))
         if self.not_succeeded:
             phases = Counter(str(p) for p in self.not_succeeded.values())
             failed.append(f"{len(self.not_succeeded)} resources did not reach Succeeded: {dict(phases)}")
@@ -520,13 +522,13 @@ class Report:
         if self.moves_after_success:
             failed.append(f"{self.moves_after_success} moves still listed after every resource Succeeded")
         if self.throttles_after_success:
-            failed.append(f"throttles left after success: {self.throttles_after_success[:8]}")
+            failed.append(f"throttles left after success: {residue_summary(self.throttles_after_success)}")
         if self.deletion_seconds is None:
             failed.append(f"the resources were not all gone {s.deletion_timeout:.0f} s after their deletion")
         if self.moves_after_deletion:
             failed.append(f"{self.moves_after_deletion} moves still listed after deletion")
         if self.throttles_after_deletion:
-            failed.append(f"throttles left after deletion: {self.throttles_after_deletion[:8]}")
+            failed.append(f"throttles left after deletion: {residue_summary(self.throttles_after_deletion)}")
         if self.first_move_after_apply is None or self.first_move_after_apply > s.max_first_move_seconds:
             failed.append(f"first move seen {_s(self.first_move_after_apply)} after the apply finished "
                           f"(bound {s.max_first_move_seconds} s)")
@@ -555,6 +557,7 @@ class Report:
             "max per broker": f"{self.seen.per_broker} ({self.limits.max_moves_per_broker})",
             "max into one broker": f"{self.seen.into_broker} ({self.limits.max_moves_per_broker_direction})",
             "max out of one leader": f"{self.seen.out_of_leader} ({self.limits.max_moves_per_broker_direction})",
+            "apply": _s(self.apply_seconds),
             "first move after apply": _s(self.first_move_after_apply),
             "submit p50 / max": f"{_s(self.submit_p50)} / {_s(self.submit_max)}",
             "RSS peak": "n/a" if self.rss_bytes is None else f"{self.rss_bytes / 2**20:.0f} MiB",
@@ -573,19 +576,21 @@ class Report:
         lines = [f"{k:>38}: {v}" for k, v in self.row().items()]
         for when, left in (("success", self.throttles_after_success), ("deletion", self.throttles_after_deletion)):
             if left:
-                rates = [line for line in left if line.startswith("broker ")]
-                empty = [line for line in left if line.endswith("=''")]
-                lines.append(f"after {when}: {len(rates)} broker throttle rates, {len(left) - len(rates)} topic "
-                             f"throttled-replicas keys ({len(empty)} of them empty)")
+                lines.append(f"throttles left after {when}: {residue_summary(left)}")
         if self.seen.violations:
             lines.append("first limit violations: " + "; ".join(self.seen.violations[:5]))
-        if self.throttles_after_success or self.throttles_after_deletion:
-            lines.append("throttles after success: " + "; ".join(self.throttles_after_success[:8]))
-            lines.append("throttles after deletion: " + "; ".join(self.throttles_after_deletion[:8]))
         if self.throttles_before:
             lines.append("throttles already there before the run: " + "; ".join(self.throttles_before))
         lines += self.notes
         return "\n".join(lines)
+
+
+def residue_summary(left: Sequence[str]) -> str:
+    rates = [line for line in left if line.startswith("broker ")]
+    keys = [line for line in left if line.startswith("topic ")]
+    empty = [line for line in keys if line.endswith("=''")]
+    return (f"{len(rates)} broker throttle rate(s), {len(keys)} topic throttled-replicas key(s) ({len(empty)} empty);"
+            f" e.g. {'; '.join([*rates[:2], *keys[:2]])}")
 
 
 def _s(seconds: float | None) -> str:
@@ -758,7 +763,7 @@ def _requests(h: Harness, scenario: Scenario, kube: Kube, report: Report, apiser
         if after is not None and apiserver_before is not None:
             own = sum(kube.requests.values())  # /metrics itself is a non-resource request: not in the sum
             report.api_requests_per_resource = max(0.0, after - apiserver_before - own) / scenario.resources
-            report.api_requests_source = "API server's apiserver_request_total, the test's own subtracted"
+            report.api_requests_source = "API server's count"
     kafka_requests = metric_sum(metrics, "kpo_kafka_requests_total", cluster="default")
     passes = metric_sum(metrics, "kpo_executor_passes_total", cluster="default")
     report.passes = passes
