@@ -20,6 +20,7 @@ help:
 	@echo "make operator      install the CRDs and run the operator in the foreground against .testbed/env"
 	@echo "make lint unit e2e the parts of make test"
 	@echo "make bench-exec    execution simulator: kpo's scheduler vs all-at-once vs batches with a barrier"
+	@echo "make bench-concurrency  500 PartitionReassignments at once on the test bed (BENCH_RESOURCES=500)"
 	@echo "make bench         planner bench: kpo's plan vs Kafka's placer (BENCH_SCENARIOS=small for a quick run)"
 	@echo "make crds          regenerate crds/ from the pydantic models in operator/kpo/api (crds-check: verify)"
 	@echo "make lock          regenerate requirements.lock / requirements-dev.lock (pinned, with hashes) from pyproject.toml"
@@ -85,6 +86,13 @@ testbed-status: venv
 .PHONY: bench-exec
 bench-exec: venv
 	$(PY) -m bench.execution_sim
+
+# 500 PartitionReassignments applied at once (issue 25): on the test bed of `make testbed-up` when it is healthy, else on
+# a private one; appends its row to bench/concurrency/RESULTS.md.
+BENCH_RESOURCES ?= 500
+.PHONY: bench-concurrency
+bench-concurrency: venv provision
+	PYTHONPATH=testbed $(PY) -m bench.concurrency.run --resources $(BENCH_RESOURCES)
 
 # BENCH_SCENARIOS: small (two quick scenarios), all (the 3M-replica case last), or names separated by commas.
 BENCH_SCENARIOS ?= all
