@@ -113,6 +113,10 @@ class _Failure:
 SETTLE_SECONDS = 10.0
 
 
+#: How long a tick waits for a look under way at a cluster that has not answered since the operator started.
+FIRST_WAIT_SECONDS = 3.0
+
+
 class SharedLooks:
     """The looks at one cluster: :meth:`after` gives a look taken after a moment, taking one if needed."""
 
@@ -147,9 +151,12 @@ class SharedLooks:
         Raises the failure of the look that should have answered (:class:`KafkaUnavailable` and the like), at once
         while the cluster is failing: a tick on a broken cluster does not wait for another attempt.
         """
-        deadline = self._clock() + self._wait_seconds
         with self._changed:
             now = self._clock()
+            # A cluster that has never answered is not waited on for long: a tick there holds its resource's lock
+            # (and a worker) meanwhile, and a deletion waits for that lock.
+            deadline = now + (self._wait_seconds if self._latest is not None
+                              else min(self._wait_seconds, FIRST_WAIT_SECONDS))
             for topic in topics:
                 self._interest[topic] = now
             while True:
@@ -164,7 +171,8 @@ class SharedLooks:
                     break
                 left = deadline - self._clock()
                 if left <= 0:
-                    raise KafkaUnavailable(f"no look at the cluster within {self._wait_seconds:g}s")
+                    waited = self._wait_seconds if self._latest is not None else FIRST_WAIT_SECONDS
+                    raise KafkaUnavailable(f"the cluster did not answer within {waited:g}s")
                 self._changed.wait(left)
             self._looking = True
             started = self._clock()
