@@ -71,6 +71,9 @@ def ports(kafka: Any, *, executor: ClusterExecutor | None = None, owner: Owner =
         schedule=schedule,
         write_rates=found.write_rates.of,
         settle=lambda: found.settle(owner),
+        waiting=lambda: found.waiting(owner),
+        arm=lambda partitions: found.arm(owner, partitions),
+        refused=lambda: found.take_refused(owner),
         **rest,
     )
 

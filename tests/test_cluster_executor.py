@@ -15,9 +15,9 @@ import pytest
 
 from executor_support import executor_for
 from kafka_fake import FakeCluster
-from kpo.domain.model import TopicPartition
+from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.domain.reassignment import Candidate
-from kpo.domain.scheduling import Execution, Limits, Owner, SchedulerConfig
+from kpo.domain.scheduling import Execution, Limits, Move, Owner, SchedulerConfig
 from kpo.domain.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -266,3 +266,52 @@ def test_a_look_names_the_partitions_an_earlier_look_saw_moving_for_a_while() ->
     assert looks.after(clock[0]).recently_moved == {p0}
     clock[0] += 11.0
     assert looks.after(clock[0]).recently_moved == frozenset()
+
+
+# ----------------------------------------------------------------------------------------------------- refill
+
+
+def test_an_armed_move_is_sent_by_the_executor_the_moment_a_slot_frees() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(2)})
+    executor = executor_for(cluster, ONE_INTO_EACH_BROKER)
+    first, second = partitions(2)
+    executor.admit(owner(1), Execution(), [into_broker_4(first)], {})
+    executor.send(owner(1), {first: (1, 4)})
+    assert executor.admit(owner(2), Execution(), [into_broker_4(second)], {}) == []
+    assert executor.waiting(owner(2)) == {second: (1, 2)}
+    assert executor.refill() == {}, "nothing armed: the resource has not recorded its originals yet"
+    executor.arm(owner(2), {second})
+    executor.listed(cluster.list_reassignments(None), time.monotonic())
+    assert executor.refill() == {}, "the slot is still taken"
+    cluster.finish_moves()
+    executor.listed(cluster.list_reassignments(None), time.monotonic())
+    assert executor.refill() == {owner(2): [second]}
+    assert cluster.moving == {second: (1, 4)}
+    assert executor.waiting(owner(2)) == {}
+
+
+def test_moves_that_change_the_replication_factor_are_left_to_their_resource() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(1)})
+    executor = executor_for(cluster, ONE_INTO_EACH_BROKER)
+    wider = Candidate(partitions(1)[0], current=(1, 2), target=(1, 2, 4), size_bytes=1, leader=1, position=0)
+    executor.admit(owner(1), Execution(), [wider], {})  # admitted, but the tick did not send it
+    executor.settle(owner(1))
+    executor.admit(owner(2), Execution(), [], {})
+    assert executor.waiting(owner(1)) == {}
+
+
+def test_a_refusal_of_a_move_the_executor_sent_goes_to_its_resource() -> None:
+    class Refusing(FakeCluster):
+        def alter_reassignments(self, targets, *, allow_replication_factor_change=False):  # type: ignore[no-untyped-def]
+            return dict.fromkeys(targets, KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no"))
+
+    tp = partitions(1)[0]
+    executor = executor_for(Refusing({tp: (1, 2)}), ONE_INTO_EACH_BROKER)
+    executor._reserved.clear()
+    executor.admit(owner(1), Execution(), [], {})
+    executor._waiting[owner(1)].moves = [
+        Move(owner=owner(1), partition=tp, current=(1, 2), target=(1, 4), size_bytes=1, leader=1)]
+    executor.arm(owner(1), {tp})
+    assert executor.refill() == {owner(1): []}
+    assert executor.take_refused(owner(1)) == {tp: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no")}
+    assert executor.take_refused(owner(1)) == {}

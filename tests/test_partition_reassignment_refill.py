@@ -72,16 +72,16 @@ def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = T
     refilled: list[int] = []
     passes = [0]
 
-    def save_originals(_found: Mapping[TopicPartition, Replicas]) -> str:
-        passes[0] += 1  # once a pass here: each starts one move
+    def claimed_by_others() -> dict[TopicPartition, str]:
+        passes[0] += 1  # once a pass: the claims index is asked on every one
         if passes[0] == records_down_at_pass:
             raise ApiOutageError("the Kubernetes API did not answer")
-        return "move-rollback"
+        return {}
 
     def one_pass(body: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]
                  ) -> tuple[Outcome[Any] | None, reconciler.PassReport | None]:
         reports: list[reconciler.PassReport] = []
-        ports = executor_ports(cluster, executor=executor, owner=OWNER, save_originals=save_originals,
+        ports = executor_ports(cluster, executor=executor, owner=OWNER, claimed_by_others=claimed_by_others,
                                execution=Execution(), report=reports.append)
         clock.now += 0.05  # a pass takes a while
         outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(body.get("status") or {}, originals),

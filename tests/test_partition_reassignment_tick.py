@@ -9,6 +9,7 @@ deleting a resource lets go of (:func:`reconciler.release`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from executor_support import OWNER, executor_for
 from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import (
@@ -23,11 +25,13 @@ from kpo.domain.model import (
     TopicPartition,
 )
 from kpo.domain.reassignment import Target
+from kpo.domain.scheduling import Execution, Limits, SchedulerConfig
 from kpo.domain.throttle import ThrottleJournal
 from kpo.resources.outcomes import Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import Route, Step, route
+from kpo.resources.partition_reassignment.status import memory_of
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -285,3 +289,45 @@ def test_deleting_waits_while_kafka_cannot_be_reached() -> None:
     with pytest.raises(RetryLater) as waited:
         reconciler.release(holdings(owned={P0: (2, 3, 4)}), cluster.ports())
     assert waited.value.lost_kafka and waited.value.delay == 5
+
+
+# --------------------------------------------------------------------------------------- refill by the executor
+
+
+def test_a_move_waiting_for_a_slot_is_recorded_throttled_and_armed_then_the_executor_sends_it() -> None:
+    cluster = Recording({P0: (1, 2), P1: (1, 2)})
+    one_at_a_time = SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None)
+    executor = executor_for(cluster, one_at_a_time)
+    recorded: dict[TopicPartition, Replicas] = {}
+
+    def ports() -> reconciler.Ports:
+        return executor_ports(cluster, executor=executor, execution=Execution(),
+                              save_originals=lambda found: recorded.update(found) or "move-rollback",
+                              load_throttle=lambda: cluster.journal,
+                              save_throttle=lambda journal: setattr(cluster, "journal", journal))
+
+    body = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
+    outcome = reconciler.tick(body=body, intent=moving({P0: (1, 3), P1: (1, 4)}, throttle=10_000), memory=Memory(),
+                              ports=ports(), now=NOW)
+    assert outcome is not None and len(cluster.moving) == 1, "one slot"
+    waiting = ({P0, P1} - set(cluster.moving)).pop()
+    assert set(recorded) == {P0, P1}, "the waiting move's original replicas are on record too"
+    assert cluster.journal.topics == {"orders"} and {3, 4} <= cluster.journal.brokers, "and its throttle in place"
+    cluster.finish_moves()
+    executor.listed(cluster.list_reassignments(None), time.monotonic())
+    assert executor.refill() == {OWNER: [waiting]}
+    assert waiting in cluster.moving
+
+
+def test_a_paused_resource_has_nothing_the_executor_may_send() -> None:
+    cluster = Recording({P0: (1, 2), P1: (1, 2)})
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None))
+    body = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
+    first = reconciler.tick(body=body, intent=moving({P0: (1, 3), P1: (1, 4)}), memory=Memory(),
+                            ports=executor_ports(cluster, executor=executor, execution=Execution()), now=NOW)
+    assert first is not None and executor.has_armed()
+    paused = reconciler.tick(body=body, intent=moving({P0: (1, 3), P1: (1, 4)}, paused=True),
+                             memory=memory_of(first.status, first.originals),
+                             ports=executor_ports(cluster, executor=executor, execution=Execution()), now=NOW)
+    assert paused is not None and paused.decision.phase is Phase.PAUSED
+    assert not executor.has_armed()

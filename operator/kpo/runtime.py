@@ -31,6 +31,7 @@ from kpo.domain.scheduling import Limits, SchedulerConfig
 from kpo.execution.counting import counted
 from kpo.execution.executor import ClusterExecutor
 from kpo.execution.observation import Look, SharedLooks
+from kpo.execution.refill import RefillLoop
 from kpo.k8s.outage import ApiOutage
 from kpo.k8s.proposals import ProposalStore
 from kpo.k8s.rollback import RollbackStore
@@ -188,6 +189,8 @@ class OperatorContext:
                                        looks=looks, stale_after_seconds=max(30.0, 10 * poll),
                                        may_act=self._may_act)
             self._executors[cluster] = executor
+            if self.config.refill.first_probe_seconds > 0:
+                RefillLoop(executor, interval=self.config.refill.first_probe_seconds).start()
             return executor
 
     def forget_kafka(self, cluster_ref: str | None) -> None:

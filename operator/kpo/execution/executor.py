@@ -25,19 +25,22 @@ sending at once, even before its process ends.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from kpo.domain.model import KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.model import KafkaRefusal, OngoingReassignment, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate
 from kpo.domain.scheduling import Execution, Move, Owner, SchedulerConfig, moves_to_start
 from kpo.execution.ledger import ThrottleLedger
 from kpo.execution.observation import Look, SharedLooks
 from kpo.execution.rates import WriteRates
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+
+log = logging.getLogger(__name__)
 
 FOREIGN = Owner(created=datetime.min.replace(tzinfo=UTC), namespace="", name="external")
 
@@ -53,6 +56,9 @@ class _Waiting:
     moves: list[Move]
     execution: Execution
     seen: float
+    #: Waiting moves whose resource has done what must precede them (originals on record, throttle in place): the
+    #: executor may send these itself the moment a slot frees (:meth:`ClusterExecutor.refill`).
+    armed: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass
@@ -90,6 +96,14 @@ class ClusterExecutor:
         self._sent: dict[TopicPartition, _Sent] = {}
         #: Size and write rate of partitions some resource offered, for the moves in flight a look does not cover.
         self._sizes: dict[TopicPartition, tuple[int, float]] = {}
+        #: The newest listing of every move in the cluster between looks (the refill loop's): (when, moves).
+        self._listing: tuple[float, dict[TopicPartition, OngoingReassignment]] | None = None
+        #: Moves the executor sent for a resource that Kafka refused for good, until the resource's tick takes them.
+        self._refused: dict[Owner, dict[TopicPartition, KafkaRefusal]] = {}
+        #: Held while the executor sends for resources, so letting go of a resource waits for a send under way.
+        self._sending = threading.Lock()
+        #: Set when moves are armed: wakes the refill loop (:mod:`kpo.execution.refill`).
+        self.armed_changed = threading.Event()
 
     # ------------------------------------------------------------------------------------------------ admission
 
@@ -123,6 +137,8 @@ class ClusterExecutor:
     def _in_flight(self, look: Look | None, holders: Mapping[TopicPartition, Owner], now: float) -> list[Move]:
         listed = look.ongoing if look is not None else {}
         seen_at = look.started if look is not None else float("-inf")
+        if self._listing is not None and self._listing[0] > seen_at:
+            seen_at, listed = self._listing
         moves = []
         for tp, ongoing in listed.items():
             sent = self._sent.get(tp)
@@ -155,9 +171,85 @@ class ClusterExecutor:
                 del self._reserved[tp]
 
     def forget(self, owner: Owner) -> None:
-        """``owner`` is gone (deleted): nothing of it waits any more."""
-        with self._lock:
+        """``owner`` is gone (deleted): nothing of it waits any more, and a send for it under way has ended."""
+        with self._sending, self._lock:
             self._waiting.pop(owner, None)
+            self._refused.pop(owner, None)
+
+    # ------------------------------------------------------------------------------------- refill for resources
+
+    def waiting(self, owner: Owner) -> dict[TopicPartition, Replicas]:
+        """The moves of ``owner`` waiting for a slot that the executor could send itself, with their partitions'
+        current replicas (those must be on record first). Not those that change the replication factor: Kafka
+        takes them only with the flag the resource's own tick decides on."""
+        with self._lock:
+            found = self._waiting.get(owner)
+            return {m.partition: m.current for m in found.moves if len(m.target) == len(m.current)} if found else {}
+
+    def arm(self, owner: Owner, partitions: Collection[TopicPartition]) -> None:
+        """``owner`` has done what must precede these waiting moves: the executor may send them when they fit."""
+        with self._lock:
+            found = self._waiting.get(owner)
+            if found is None:
+                return
+            found.armed = frozenset(partitions) & {m.partition for m in found.moves if len(m.target) == len(m.current)}
+            armed = bool(found.armed)
+        if armed:
+            self.armed_changed.set()
+
+    def has_armed(self) -> bool:
+        with self._lock:
+            return any(w.armed for w in self._waiting.values())
+
+    def listed(self, ongoing: Mapping[TopicPartition, OngoingReassignment], at: float) -> None:
+        """Every move Kafka listed at ``at`` (a listing taken between looks)."""
+        with self._lock:
+            self._listing = (at, dict(ongoing))
+
+    def take_refused(self, owner: Owner) -> dict[TopicPartition, KafkaRefusal]:
+        """What Kafka refused of the moves the executor sent for ``owner`` since its last tick."""
+        with self._lock:
+            return self._refused.pop(owner, {})
+
+    def refill(self) -> dict[Owner, list[TopicPartition]]:
+        """Send the armed moves that fit now, for their resources (limits, order and fair turns as in
+        :meth:`admit`); what was sent, by resource. A slot freed by a move that ended is taken at once, not at the
+        next tick of a resource that waits for one."""
+        with self._sending:
+            now = self._clock()
+            with self._lock:
+                for stale in [o for o, w in self._waiting.items() if now - w.seen > self._stale_after]:
+                    del self._waiting[stale]
+                armed = [m for w in self._waiting.values() for m in w.moves if m.partition in w.armed]
+                if not armed:
+                    return {}
+                in_flight = self._in_flight(self.looks.latest, {}, now)
+                executions = {o: w.execution for o, w in self._waiting.items()}
+                started = moves_to_start(armed, in_flight, executions, self.config)
+                for move in started:
+                    self._reserved[move.partition] = _Reservation(move, made=now)
+                    waiting = self._waiting[move.owner]
+                    waiting.moves = [m for m in waiting.moves if m.partition != move.partition]
+                    waiting.armed = waiting.armed - {move.partition}
+            by_owner: dict[Owner, dict[TopicPartition, Replicas]] = {}
+            for move in started:
+                by_owner.setdefault(move.owner, {})[move.partition] = move.target
+            sent: dict[Owner, list[TopicPartition]] = {}
+            for owner, targets in by_owner.items():
+                try:
+                    answers = self.send(owner, targets)
+                except KafkaUnavailable as exc:
+                    log.info("%s: could not send %d move(s) for %s: %s", self.name, len(targets), owner, exc)
+                    continue
+                refused = {tp: a for tp, a in answers.items() if a is not None and not a.retriable}
+                if refused:
+                    with self._lock:
+                        self._refused.setdefault(owner, {}).update(refused)
+                sent[owner] = [tp for tp, a in answers.items() if a is None]
+                if sent[owner]:
+                    log.info("%s: started %d move(s) for %s as a slot freed: %s", self.name, len(sent[owner]), owner,
+                             ", ".join(f"{tp}->{list(targets[tp])}" for tp in sorted(sent[owner])))
+            return sent
 
     def in_flight(self) -> int:
         """Moves in flight as admission counts them now (Kafka's listing plus reservations)."""
@@ -170,6 +262,10 @@ class ClusterExecutor:
         """The cluster's client, for a write: refused at once when this replica may not act."""
         if not self._may_act():
             raise NotLeading("this operator replica does not hold the leader Lease: it sends nothing to Kafka")
+        return self._kafka()
+
+    def read(self) -> KafkaAdmin:
+        """The cluster's client, for a read."""
         return self._kafka()
 
     def send(self, owner: Owner, targets: Mapping[TopicPartition, Replicas | None], *,

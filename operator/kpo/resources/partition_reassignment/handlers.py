@@ -133,6 +133,9 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True, store: Ro
         schedule=lambda candidates, _view: executor.admit(owner, execution, candidates, holders),
         write_rates=executor.write_rates.of,
         settle=lambda: executor.settle(owner),
+        waiting=lambda: executor.waiting(owner),
+        arm=lambda partitions: executor.arm(owner, partitions),
+        refused=lambda: executor.take_refused(owner),
         records=rollback_name(tick.name),
         load_cordon=lambda: records.load_cordon_record(tick.namespace, tick.name) or CordonJournal(),
         save_cordon=lambda journal: records.save_cordon(body, journal, create=create_records),
@@ -271,11 +274,11 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     cordons = recorded_cordons if recorded_cordons is not None else CordonState.from_status(tick.status).journal
     holdings = reconciler.Holdings(phase=memory.phase, owned=memory.owned, targets=targets, journal=journal,
                                    originals_recorded=recorded, cordons=cordons)
-    ports = _ports(tick, intent_of(tick.spec, tick.generation), create_records=False)
-    events = reconciler.release(holdings, ports)
+    # Nothing of it is sent by the executor from now on (a send under way ends first): then its moves are listed.
     context.executor(context.cluster_name(tick.spec.cluster_ref)).forget(
         _owner(tick.key, str(tick.body["metadata"].get("creationTimestamp", ""))))
-    return events
+    ports = _ports(tick, intent_of(tick.spec, tick.generation), create_records=False)
+    return reconciler.release(holdings, ports)
 
 
 KIND = shell.Kind(name=KIND_NAME, plural=PLURAL, parse=parse_spec,

@@ -43,6 +43,9 @@ from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, ski
 
 log = logging.getLogger(__name__)
 
+#: The phases whose passes start moves.
+_STARTING = frozenset({Phase.EXECUTING, Phase.REVERTING})
+
 # Memory.failures are cleared when a new run starts: back in Pending (a new spec) or when reverting begins.
 _FRESH_START = frozenset({Phase.PENDING, Phase.REVERTING})
 
@@ -138,6 +141,12 @@ class Ports:
     write_rates: Callable[[Collection[TopicPartition]], dict[TopicPartition, float]] = lambda _partitions: {}
     #: The tick ended: moves admitted but not sent are free for others again.
     settle: Callable[[], None] = lambda: None
+    #: This resource's moves the executor holds as waiting for a slot (partition -> current replicas), and the
+    #: partitions among them the executor may send itself once ready (:meth:`ClusterExecutor.arm`).
+    waiting: Callable[[], Mapping[TopicPartition, Replicas]] = lambda: {}
+    arm: Callable[[Collection[TopicPartition]], None] = lambda _partitions: None
+    #: What Kafka refused for good of the moves the executor sent for this resource since its last tick.
+    refused: Callable[[], Mapping[TopicPartition, KafkaRefusal]] = lambda: {}
     #: The ConfigMap that holds the resource's records (original replicas, throttle journal), named in the status.
     records: str = ""
     #: Told what each pass left in flight and waiting, for refill between polls (:mod:`refill`).
@@ -279,7 +288,7 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
         started = sum(1 for tp, replicas in decision.submit.items() if owned.get(tp) == replicas)
         ports.report(PassReport(work_left(intent, memory, decision, view, owned), started))
     return Outcome(status=new_status, events=events, decision=decision, lost_kafka=effects.lost_kafka,
-                   originals={**decision.save_originals, **memory.originals})
+                   originals={**effects.recorded, **decision.save_originals, **memory.originals})
 
 
 @dataclass
@@ -295,19 +304,25 @@ class _Effects:
     cordon: CordonState | None = None
     cleanup_pending: str = ""
     lost_kafka: bool = False
+    #: Original replicas this pass put on record (the moves it sent and those the executor may send).
+    recorded: Mapping[TopicPartition, Replicas] = field(default_factory=dict)
 
 
 def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: Decision, view: ClusterView,
          ports: Ports, effects: _Effects) -> None:
     """Carry the decision out, in the order that keeps every step safe to interrupt."""
     kafka = ports.kafka
+    _refused_meanwhile(ports, effects)
+    waiting = _waiting(decision, ports)
     # 1. The original replicas are on record before any move of theirs is sent.
-    if decision.save_originals:
-        effects.rollback_name = ports.save_originals(decision.save_originals)
+    recording = {**{tp: r for tp, r in waiting.items() if tp not in memory.originals}, **decision.save_originals}
+    if recording:
+        effects.rollback_name = ports.save_originals(recording)
+        effects.recorded = recording
     # 2. The throttle is in place (and journaled) before the moves it governs start; a paused resource keeps it for
     #    the moves that run on (and follows a changed rate).
     if intent.throttle and decision.phase in (Phase.EXECUTING, Phase.PAUSED, Phase.REVERTING) and (
-            decision.submit or effects.owned):
+            decision.submit or effects.owned or waiting):
         originals = {**memory.originals, **decision.save_originals}
         moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
                  for tp, t in decision.targets.items() if tp in view.partitions}
@@ -351,6 +366,9 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED and intent.elect_leaders_after:
         effects.leader_election = _elect(ports, decision, {**memory.originals, **decision.save_originals},
                                          effects.events)
+    # 6b. Everything a waiting move needs is done: the executor may send it the moment a slot frees.
+    if decision.phase in _STARTING:
+        ports.arm(waiting)
     # 7. The last move has ended: take the throttle back (never while a move of this resource runs).
     # The journal in the ConfigMap is the truth: it is written before any throttle is applied.
     # Entity by entity: what a down broker keeps is retried on every tick (a terminal phase with entries in
@@ -366,6 +384,24 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                 effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
             else:
                 effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - set(view.brokers))
+
+
+def _refused_meanwhile(ports: Ports, effects: _Effects) -> None:
+    """Moves the executor sent for this resource between its ticks (a slot freed) that Kafka refused for good."""
+    for tp, refusal in ports.refused().items():
+        effects.failures[tp] = refusal
+        effects.events.append(Event("Warning", access.refusal_reason([refusal]),
+                                    f"{tp}: Kafka refused the move sent as a slot freed: {refusal}"))
+
+
+def _waiting(decision: Decision, ports: Ports) -> dict[TopicPartition, Replicas]:
+    """Moves waiting for a slot that the executor may send by itself once this pass has recorded their original
+    replicas and put their throttle in place; none while the phase starts no moves (paused, stopping, terminal),
+    and then the executor is told so at once."""
+    if decision.phase not in _STARTING:
+        ports.arm(())
+        return {}
+    return {tp: r for tp, r in ports.waiting().items() if tp in decision.targets}
 
 
 def _submit(body: Mapping[str, Any], ports: Ports, decision: Decision, view: ClusterView,
