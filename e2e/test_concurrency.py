@@ -7,8 +7,8 @@ its namespace, so its memory and its counters are this workload's. The scenario 
 ``e2e/concurrency_support.py``, shared with ``make bench-concurrency`` (500 resources).
 
 Sizes: 200 resources of one ~30 kB partition each at a 20 KiB/s throttle, so ~96 s of bytes floor on the three
-brokers; about 3 minutes in all on the 2-core CI machine when the operator keeps up. The isolation test takes about
-a minute.
+brokers; 2.5-3 minutes on the 2-core CI machine when the operator keeps up (153 s on main, which breaks the
+limits). The isolation test should take well under a minute once unusable clusters cost nothing (144-230 s on main).
 """
 
 from __future__ import annotations
