@@ -12,7 +12,9 @@ A look lists every reassignment in the cluster (one unfiltered ListPartitionReas
 needs all of them, anyone's) and describes the topics some tick asked about recently (their interest expires after
 ``interest_seconds`` without a question), with the replica sizes DescribeLogDirs gives for them.
 
-A cluster that cannot be read is said once per look, not once per tick: the failure is kept and handed to every tick
+Looks are taken by the cluster's own thread, never by a tick: a tick waits for one with a bound, so a look that hangs
+on a dead cluster for a whole connection timeout holds no tick's resource lock (a deletion waits for that lock) and
+no worker beyond the bound. A cluster that cannot be read is said once per look, not once per tick: the failure is kept and handed to every tick
 that asks meanwhile, at once, without a connection attempt of its own, and the next look waits out a backoff that
 doubles per failure. A tick on a broken cluster therefore never holds a worker thread for a connection timeout while
 another look is under way, and one cluster's outage never slows another's ticks (each cluster has its own looks).
@@ -20,6 +22,7 @@ another look is under way, and one cluster's outage never slows another's ticks 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -35,6 +38,8 @@ from kpo.domain.model import (
     TopicPartition,
 )
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,8 @@ class SharedLooks:
         self._latest: Look | None = None
         self._failure: _Failure | None = None
         self._looking = False
+        self._wanted = False
+        self._thread: threading.Thread | None = None
         self._interest: dict[str, float] = {}
         self._listed_at: dict[TopicPartition, float] = {}
         self.looks = 0
@@ -148,13 +155,14 @@ class SharedLooks:
     def after(self, moment: float, topics: Collection[str] = ()) -> Look:
         """A look that began after ``moment`` (monotonic) and covers ``topics``.
 
-        Raises the failure of the look that should have answered (:class:`KafkaUnavailable` and the like), at once
-        while the cluster is failing: a tick on a broken cluster does not wait for another attempt.
+        The look is taken by the cluster's own thread, never by the caller: a tick waits for it (at most
+        ``wait_seconds``; ``FIRST_WAIT_SECONDS`` at a cluster that has not answered yet), and holds its resource's
+        lock meanwhile, so a look that hangs on a dead cluster must not hold it for a whole connection timeout (a
+        deletion waits for that lock). Raises the failure of the look that should have answered
+        (:class:`KafkaUnavailable` and the like), at once while the cluster is failing.
         """
         with self._changed:
             now = self._clock()
-            # A cluster that has never answered is not waited on for long: a tick there holds its resource's lock
-            # (and a worker) meanwhile, and a deletion waits for that lock.
             deadline = now + (self._wait_seconds if self._latest is not None
                               else min(self._wait_seconds, FIRST_WAIT_SECONDS))
             for topic in topics:
@@ -168,39 +176,56 @@ class SharedLooks:
                                             or self._backoff.waiting(self._clock())):
                     raise failure.error
                 if not self._looking:
-                    break
+                    self._wanted = True
+                    self._start()
+                    self._changed.notify_all()
                 left = deadline - self._clock()
                 if left <= 0:
                     waited = self._wait_seconds if self._latest is not None else FIRST_WAIT_SECONDS
                     raise KafkaUnavailable(f"the cluster did not answer within {waited:g}s")
                 self._changed.wait(left)
-            self._looking = True
-            started = self._clock()
-            cutoff = started - self._interest_seconds
-            self._interest = {t: at for t, at in self._interest.items() if at >= cutoff}
-            wanted = frozenset(self._interest)
-        try:
-            found = look(self._kafka(), wanted, started)
-        except Exception as exc:
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kpo-looks", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
             with self._changed:
-                self._failure = _Failure(started, exc)
-                self._backoff.failed(self._clock())
+                while not self._wanted:
+                    self._changed.wait()
+                self._wanted = False
+                self._looking = True
+                started = self._clock()
+                cutoff = started - self._interest_seconds
+                self._interest = {t: at for t, at in self._interest.items() if at >= cutoff}
+                wanted = frozenset(self._interest)
+            try:
+                found = look(self._kafka(), wanted, started)
+            except Exception as exc:  # handed to every tick that asked; the thread goes on
+                with self._changed:
+                    self._failure = _Failure(started, exc)
+                    self._backoff.failed(self._clock())
+                    self._looking = False
+                    self._changed.notify_all()
+                self._on_failure(exc)
+                continue
+            with self._changed:
+                self.looks += 1
+                # Newer looks may have finished first; the listing times only ever move forward.
+                for tp in found.ongoing:
+                    self._listed_at[tp] = max(self._listed_at.get(tp, started), started)
+                cutoff = started - SETTLE_SECONDS
+                self._listed_at = {tp: at for tp, at in self._listed_at.items() if at >= cutoff}
+                found = replace(found, recently_moved=frozenset(tp for tp in self._listed_at
+                                                                if tp not in found.ongoing))
+                self._latest = found
+                self._failure = None
+                self._backoff.succeeded()
                 self._looking = False
                 self._changed.notify_all()
-            self._on_failure(exc)
-            raise
-        with self._changed:
-            self.looks += 1
-            # Newer looks may have finished first; the listing times only ever move forward.
-            for tp in found.ongoing:
-                self._listed_at[tp] = max(self._listed_at.get(tp, started), started)
-            cutoff = started - SETTLE_SECONDS
-            self._listed_at = {tp: at for tp, at in self._listed_at.items() if at >= cutoff}
-            found = replace(found, recently_moved=frozenset(tp for tp in self._listed_at if tp not in found.ongoing))
-            self._latest = found
-            self._failure = None
-            self._backoff.succeeded()
-            self._looking = False
-            self._changed.notify_all()
-        self._on_look(found)
-        return found
+            try:
+                self._on_look(found)
+            except Exception:  # the metrics and write rates must not stop the looks
+                log.exception("after a look at the cluster")
