@@ -86,6 +86,7 @@ class OperatorContext:
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
     _login_backoffs: dict[str, Backoff] = field(default_factory=dict)
     _admins_made: dict[str, float] = field(default_factory=dict)
+    _forgetting: set[str] = field(default_factory=set)
     _executors: dict[str, ClusterExecutor] = field(default_factory=dict)
     #: Told of every Kafka request kpo makes (cluster, request) and every look at a cluster (cluster): the metrics.
     on_kafka_request: Callable[[str, str], None] = lambda _cluster, _request: None
@@ -194,21 +195,35 @@ class OperatorContext:
             return executor
 
     def forget_kafka(self, cluster_ref: str | None) -> None:
+        """Drop a cluster's client after a lost connection, so the next call connects afresh (and re-reads its
+        Secrets). In the background: the client's own lock may be held by a call waiting out its timeout on a dead
+        cluster (a balance sample takes 30 s to give up), and the tick that asks holds its resource's lock."""
         name = self.cluster_name(cluster_ref)
         with self._lock:
             admin = self._admins.get(name)
             made = self._admins_made.get(name, 0.0)
-        if admin is None or admin.refused_login_meanwhile():
-            return  # a refused login stays as the open circuit until its backoff step has passed
-        if time.monotonic() - made < RECONNECT_AFTER_SECONDS:
-            # Every tick that met the cluster's failed look says it lost Kafka; a connection made since is as fresh as
-            # another would be, and dropping it each time made a new client (and read its Secrets) per tick.
-            return
-        with self._lock:
-            if self._admins.get(name) is not admin:
+            if admin is None or name in self._forgetting:
                 return
-            del self._admins[name]
-        admin.close()
+            if time.monotonic() - made < RECONNECT_AFTER_SECONDS:
+                # Every tick that met the cluster's failed look says it lost Kafka; a connection made since is as
+                # fresh as another would be, and dropping it each time made a new client (and read its Secrets) per
+                # tick.
+                return
+            self._forgetting.add(name)
+        threading.Thread(target=self._forget, args=(name, admin), name=f"kpo-forget-{name}", daemon=True).start()
+
+    def _forget(self, name: str, admin: KafkaAdminAdapter) -> None:
+        try:
+            if admin.refused_login_meanwhile():
+                return  # a refused login stays as the open circuit until its backoff step has passed
+            with self._lock:
+                if self._admins.get(name) is not admin:
+                    return
+                del self._admins[name]
+            admin.close()
+        finally:
+            with self._lock:
+                self._forgetting.discard(name)
 
     def refill_slots(self) -> threading.BoundedSemaphore:
         """Ticks that may watch their moves between polls at the same time (each holds a worker thread meanwhile)."""

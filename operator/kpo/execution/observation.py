@@ -14,10 +14,10 @@ needs all of them, anyone's) and describes the topics some tick asked about rece
 
 Looks are taken by the cluster's own thread, never by a tick: a tick waits for one with a bound, so a look that hangs
 on a dead cluster for a whole connection timeout holds no tick's resource lock (a deletion waits for that lock) and
-no worker beyond the bound. A cluster that cannot be read is said once per look, not once per tick: the failure is kept and handed to every tick
-that asks meanwhile, at once, without a connection attempt of its own, and the next look waits out a backoff that
-doubles per failure. A tick on a broken cluster therefore never holds a worker thread for a connection timeout while
-another look is under way, and one cluster's outage never slows another's ticks (each cluster has its own looks).
+no worker beyond the bound. A cluster that cannot be read is said once per look, not once per tick: the failure is
+kept and handed to every tick that asks meanwhile, at once, without a connection attempt of its own, and the next
+look waits out a backoff that doubles per failure. One cluster's outage never slows another's ticks (each cluster
+has its own looks).
 """
 
 from __future__ import annotations
