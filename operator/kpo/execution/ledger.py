@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.throttle import ConfigChange, ThrottleJournal
@@ -54,6 +54,28 @@ class _ConfigCache:
                 self.topics.pop(change.name, None)
 
 
+Entity = TypeVar("Entity", int, str)
+
+
+def _through(cached: dict[Entity, tuple[float, dict[str, str]]], wanted: Collection[Entity], *,
+             held: frozenset[Entity], names: Collection[str], cache: _ConfigCache,
+             read: Callable[[list[Entity]], Mapping[Entity, Mapping[str, str]]]) -> dict[Entity, dict[str, str]]:
+    """The configs of ``wanted``: from the cache for the entities kpo holds and read within ``fresh_seconds``, the
+    others read now (and cached)."""
+    missing = sorted(e for e in set(wanted) if e not in held or e not in cached or not cache.fresh(cached[e][0]))
+    if missing:
+        found = read(missing)
+        now = cache.clock()
+        for entity in missing:
+            if entity in found:
+                cached[entity] = (now, dict(found[entity]))
+    return {e: {k: v for k, v in cached[e][1].items() if k in names} for e in wanted if e in cached}
+
+
+def _each(asked: list[int], found: Mapping[int, Mapping[str, str]]) -> dict[int, Mapping[str, str]]:
+    return {b: found.get(b, {}) for b in asked}
+
+
 class _CachedKafka:
     """The cluster's client, with the throttle configs of entities kpo holds served from the ledger's cache.
 
@@ -69,27 +91,14 @@ class _CachedKafka:
         self._held_topics = held_topics
 
     def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
-        cache = self._cache
-        missing = sorted(b for b in set(brokers) if b not in self._held_brokers or b not in cache.brokers
-                         or not cache.fresh(cache.brokers[b][0]))
-        if missing:
-            read = self._kafka.broker_configs(missing, names)
-            now = cache.clock()
-            for broker in missing:
-                cache.brokers[broker] = (now, dict(read.get(broker, {})))
-        return {b: {k: v for k, v in cache.brokers[b][1].items() if k in names} for b in brokers if b in cache.brokers}
+        # A broker answers for itself even with nothing set: what it did not name is cached as nothing set.
+        return _through(self._cache.brokers, brokers, held=self._held_brokers, names=names, cache=self._cache,
+                        read=lambda missing: _each(missing, self._kafka.broker_configs(missing, names)))
 
     def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
-        cache = self._cache
-        missing = sorted(t for t in set(topics) if t not in self._held_topics or t not in cache.topics
-                         or not cache.fresh(cache.topics[t][0]))
-        if missing:
-            read = self._kafka.topic_configs(missing, names)
-            now = cache.clock()
-            for topic in missing:
-                if topic in read:
-                    cache.topics[topic] = (now, dict(read[topic]))
-        return {t: {k: v for k, v in cache.topics[t][1].items() if k in names} for t in topics if t in cache.topics}
+        # A topic Kafka does not name does not exist (deleted): nothing is cached for it.
+        return _through(self._cache.topics, topics, held=self._held_topics, names=names, cache=self._cache,
+                        read=lambda missing: self._kafka.topic_configs(missing, names))
 
     def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
         try:
