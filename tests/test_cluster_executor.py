@@ -315,3 +315,11 @@ def test_a_refusal_of_a_move_the_executor_sent_goes_to_its_resource() -> None:
     assert executor.refill() == {owner(1): []}
     assert executor.take_refused(owner(1)) == {tp: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no")}
     assert executor.take_refused(owner(1)) == {}
+
+
+def test_a_failed_look_names_the_cluster_and_its_bootstrap_servers() -> None:
+    cluster = FakeCluster({tp: (1, 2) for tp in partitions(1)})
+    cluster.down = True
+    looks = SharedLooks(lambda: cluster, named="cluster 'east' (bootstrap 127.0.0.1:9)")  # type: ignore[arg-type, return-value]
+    with pytest.raises(KafkaUnavailable, match=r"^cluster 'east' \(bootstrap 127.0.0.1:9\): the connection"):
+        looks.after(time.monotonic())

@@ -183,8 +183,10 @@ class OperatorContext:
                 executor.write_rates.observe({tp: look.partition_size(tp) for tp in
                                               (tp for states in look.states.values() for tp in states)})
 
+            bootstrap = self.config.connection(cluster).bootstrap_servers
             looks = SharedLooks(lambda: self.kafka(cluster), interest_seconds=max(60.0, 10 * poll),
-                                wait_seconds=2 * timeout + 5, on_look=seen)
+                                wait_seconds=2 * timeout + 5, on_look=seen,
+                                named=f"cluster {cluster!r} (bootstrap {bootstrap})")
             executor = ClusterExecutor(cluster, lambda: self.kafka(cluster),
                                        SchedulerConfig(defaults=for_crs, max_moves=defaults.max_moves),
                                        looks=looks, stale_after_seconds=max(30.0, 10 * poll),

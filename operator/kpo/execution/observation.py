@@ -37,7 +37,7 @@ from kpo.domain.model import (
     ReplicaKey,
     TopicPartition,
 )
-from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin, KafkaAuthenticationFailed, KafkaUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +129,11 @@ class SharedLooks:
                  wait_seconds: float = 30.0, backoff: Backoff | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  on_look: Callable[[Look], None] = lambda _look: None,
-                 on_failure: Callable[[Exception], None] = lambda _exc: None) -> None:
+                 on_failure: Callable[[Exception], None] = lambda _exc: None, named: str = "") -> None:
         self._kafka = kafka
+        #: How a failure names the cluster ("cluster 'east' (bootstrap a:9092)"): a resource's condition must say
+        #: which of the operator's clusters did not answer.
+        self._named = named
         self._interest_seconds = interest_seconds
         self._wait_seconds = wait_seconds
         self._backoff = backoff or Backoff(initial=2.0, maximum=60.0)
@@ -204,6 +207,8 @@ class SharedLooks:
             try:
                 found = look(self._kafka(), wanted, started)
             except Exception as exc:  # handed to every tick that asked; the thread goes on
+                if self._named and type(exc) in (KafkaUnavailable, KafkaAuthenticationFailed):
+                    exc = type(exc)(f"{self._named}: {exc}")
                 with self._changed:
                     self._failure = _Failure(started, exc)
                     self._backoff.failed(self._clock())
