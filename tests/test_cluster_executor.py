@@ -323,3 +323,15 @@ def test_a_failed_look_names_the_cluster_and_its_bootstrap_servers() -> None:
     looks = SharedLooks(lambda: cluster, named="cluster 'east' (bootstrap 127.0.0.1:9)")  # type: ignore[arg-type, return-value]
     with pytest.raises(KafkaUnavailable, match=r"^cluster 'east' \(bootstrap 127.0.0.1:9\): the connection"):
         looks.after(time.monotonic())
+
+
+def test_the_refill_counts_a_resources_moves_another_replica_sent_against_its_limit() -> None:
+    tps = partitions(3)
+    cluster = FakeCluster({tp: (1, 2) for tp in tps}, {tps[0]: (1, 3)})  # sent before this replica took over
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None))
+    executor.looks.after(time.monotonic())
+    # The resource's status claims the move in flight (the index says so); its other moves wait.
+    assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], {tps[0]: owner(1)}) == []
+    executor.arm(owner(1), {tps[1]})
+    executor.listed(cluster.list_reassignments(None), time.monotonic())
+    assert executor.refill() == {}, "its one move in flight is its limit"

@@ -91,6 +91,8 @@ class OperatorContext:
     #: Told of every Kafka request kpo makes (cluster, request) and every look at a cluster (cluster): the metrics.
     on_kafka_request: Callable[[str, str], None] = lambda _cluster, _request: None
     on_look: Callable[[str], None] = lambda _cluster: None
+    #: Told how many moves the executor's refill loop started between polls (cluster, count): the metrics.
+    on_refilled: Callable[[str, int], None] = lambda _cluster, _count: None
     #: Whether this replica may act on Kafka (leader election); always, without it.
     may_act: Callable[[], bool] = lambda: True
     _planning_jobs: PlanningJobs | None = None
@@ -193,7 +195,8 @@ class OperatorContext:
                                        may_act=self._may_act)
             self._executors[cluster] = executor
             if self.config.refill.first_probe_seconds > 0:
-                RefillLoop(executor, interval=self.config.refill.first_probe_seconds).start()
+                RefillLoop(executor, interval=self.config.refill.first_probe_seconds,
+                           on_started=lambda count: self.on_refilled(cluster, count)).start()
             return executor
 
     def forget_kafka(self, cluster_ref: str | None) -> None:

@@ -100,6 +100,8 @@ class ClusterExecutor:
         self._listing: tuple[float, dict[TopicPartition, OngoingReassignment]] | None = None
         #: Moves the executor sent for a resource that Kafka refused for good, until the resource's tick takes them.
         self._refused: dict[Owner, dict[TopicPartition, KafkaRefusal]] = {}
+        #: The resources' statuses' claims on moves in flight, as the last admissions were told them.
+        self._holders: dict[TopicPartition, Owner] = {}
         #: Held while the executor sends for resources, so letting go of a resource waits for a send under way.
         self._sending = threading.Lock()
         #: Set when moves are armed: wakes the refill loop (:mod:`kpo.execution.refill`).
@@ -118,6 +120,9 @@ class ClusterExecutor:
         look = self.looks.latest
         with self._lock:
             self._sizes.update({m.partition: (m.size_bytes, m.write_rate) for m in moves})
+            # Who holds the moves in flight that this executor did not send (another replica sent them before it
+            # took over, or an earlier run): the refill loop counts them against their resources' limits too.
+            self._holders.update(holders)
             self._waiting[owner] = _Waiting(moves, execution, now)
             for stale in [o for o, w in self._waiting.items() if now - w.seen > self._stale_after]:
                 del self._waiting[stale]
@@ -132,6 +137,7 @@ class ClusterExecutor:
             self._waiting[owner].moves = [m for m in moves if m.partition not in taken]
             wanted = {m.partition for m in pending} | set(self._reserved) | set(look.ongoing if look else ())
             self._sizes = {tp: f for tp, f in self._sizes.items() if tp in wanted}
+            self._holders = {tp: o for tp, o in self._holders.items() if tp in wanted}
         return [m.partition for m in chosen]
 
     def _in_flight(self, look: Look | None, holders: Mapping[TopicPartition, Owner], now: float) -> list[Move]:
@@ -223,7 +229,7 @@ class ClusterExecutor:
                 armed = [m for w in self._waiting.values() for m in w.moves if m.partition in w.armed]
                 if not armed:
                     return {}
-                in_flight = self._in_flight(self.looks.latest, {}, now)
+                in_flight = self._in_flight(self.looks.latest, self._holders, now)
                 executions = {o: w.execution for o, w in self._waiting.items()}
                 started = moves_to_start(armed, in_flight, executions, self.config)
                 for move in started:

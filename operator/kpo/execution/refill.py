@@ -25,8 +25,11 @@ log = logging.getLogger(__name__)
 
 class RefillLoop:
     def __init__(self, executor: ClusterExecutor, *, interval: float = 0.25, idle: float = 1.0,
-                 max_backoff: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_backoff: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 on_started: Callable[[int], None] = lambda _count: None) -> None:
         self.executor = executor
+        #: Told how many moves each probe started (``kpo_moves_started_between_polls_total``).
+        self.on_started = on_started
         self.interval = interval
         self.idle = idle
         self.max_backoff = max_backoff
@@ -45,7 +48,10 @@ class RefillLoop:
         """One probe: list the cluster's moves, then send what fits; the number of moves sent."""
         at = self.clock()
         self.executor.listed(self.executor.read().list_reassignments(None), at)
-        return sum(len(sent) for sent in self.executor.refill().values())
+        started = sum(len(sent) for sent in self.executor.refill().values())
+        if started:
+            self.on_started(started)
+        return started
 
     def _run(self) -> None:
         failures = 0
