@@ -257,11 +257,6 @@ class ClusterExecutor:
                              ", ".join(f"{tp}->{list(targets[tp])}" for tp in sorted(sent[owner])))
             return sent
 
-    def in_flight(self) -> int:
-        """Moves in flight as admission counts them now (Kafka's listing plus reservations)."""
-        with self._lock:
-            return len(self._in_flight(self.looks.latest, {}, self._clock()))
-
     # -------------------------------------------------------------------------------------------------- acting
 
     def kafka(self) -> KafkaAdmin:

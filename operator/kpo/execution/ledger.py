@@ -128,10 +128,6 @@ class ThrottleLedger:
         merged = {**index, **{k: j for k, (j, _at) in self._journals.items()}}
         return [j for k, j in sorted(merged.items()) if k != key and not j.empty]
 
-    def holders(self) -> dict[str, ThrottleJournal]:
-        with self._lock:
-            return {k: j for k, (j, _at) in self._journals.items() if not j.empty}
-
     def _set(self, key: str, journal: ThrottleJournal) -> None:
         self._journals[key] = (journal, self._clock())
 

@@ -128,8 +128,7 @@ class SharedLooks:
     def __init__(self, kafka: Callable[[], KafkaAdmin], *, interest_seconds: float = 60.0,
                  wait_seconds: float = 30.0, backoff: Backoff | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 on_look: Callable[[Look], None] = lambda _look: None,
-                 on_failure: Callable[[Exception], None] = lambda _exc: None, named: str = "") -> None:
+                 on_look: Callable[[Look], None] = lambda _look: None, named: str = "") -> None:
         self._kafka = kafka
         #: How a failure names the cluster ("cluster 'east' (bootstrap a:9092)"): a resource's condition must say
         #: which of the operator's clusters did not answer.
@@ -139,7 +138,6 @@ class SharedLooks:
         self._backoff = backoff or Backoff(initial=2.0, maximum=60.0)
         self._clock = clock
         self._on_look = on_look
-        self._on_failure = on_failure
         self._changed = threading.Condition()
         self._latest: Look | None = None
         self._failure: _Failure | None = None
@@ -214,7 +212,6 @@ class SharedLooks:
                     self._backoff.failed(self._clock())
                     self._looking = False
                     self._changed.notify_all()
-                self._on_failure(exc)
                 continue
             with self._changed:
                 self.looks += 1
