@@ -213,8 +213,14 @@ def test_after_waits_for_its_reassignment(kafka_admin: AdminClient, bootstrap_se
     status = resources.wait_phase(KPLE, "after-move", "Succeeded", timeout=60)
     assert status["lastRun"]["elected"] == 1
     _settles(lambda: describe_topic(kafka_admin, topic_name)[0][:2] == ([2, 1], 2), "broker 2 to lead")
-    transitions = [e.message.split(":")[0] for e in resources.events("after-move") if "->" in e.message]
-    assert transitions == ["Pending -> Invalid", "Invalid -> Waiting", "Waiting -> Succeeded"], transitions
+    # Kopf posts Events from a queue after the status is written: wait for the last one, then judge the whole list.
+    expected = ["Pending -> Invalid", "Invalid -> Waiting", "Waiting -> Succeeded"]
+
+    def transitions() -> list[str]:
+        return [e.message.split(":")[0] for e in resources.events("after-move") if "->" in e.message]
+
+    wait_for(lambda: transitions()[-1:] == expected[-1:], 30, "the Succeeded transition Event")
+    assert transitions() == expected, transitions()
 
 
 def _throttle_node_1(bootstrap_servers: str, topic: str, rate: int | None) -> None:
