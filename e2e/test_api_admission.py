@@ -17,6 +17,7 @@ store nothing, so an operator watching the cluster during the same session never
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 import uuid
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -285,3 +287,45 @@ def test_kubectl_explain_shows_the_descriptions(testbed: Testbed, api_namespace:
         assert _words(prop["description"]) in out, name
     deeper = _words(_kubectl(testbed, "explain", "kpr.spec.plan.tolerance"))
     assert "0.10 = within 10%" in deeper
+
+
+@pytest.mark.parametrize("kind_name", ["PartitionReassignment", "TopicPartitionCount"])
+def test_a_forced_server_side_reapply_gives_exactly_the_manifests_replica_lists(
+        testbed: Testbed, api_namespace: str, tmp_path: Path, kind_name: str) -> None:
+    """Replica order is meaning (the first is the preferred leader, the length the replication factor): a GitOps
+    re-apply after someone else's patch must give the manifest's lists, never a merge of the two (issue 26 B)."""
+    kind = kind_named(kind_name)
+    name = f"ssa-{uuid.uuid4().hex[:6]}"
+    if kind_name == "PartitionReassignment":
+        spec: dict[str, Any] = {"clusterRef": NOWHERE, "partitions": [{"topic": "orders", "partition": 0,
+                                                                       "replicas": [3, 1]}]}
+        pointer, path = "/spec/partitions/0/replicas", ("partitions", 0, "replicas")
+    else:
+        spec = {"clusterRef": NOWHERE, "topic": "orders", "partitions": 4,
+                "placement": {"strategy": "Explicit", "assignments": [[3, 1]]}}
+        pointer, path = "/spec/placement/assignments/0", ("placement", "assignments", 0)
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": API_VERSION, "kind": kind.kind,
+                                        "metadata": {"name": name, "namespace": api_namespace}, "spec": spec}))
+
+    def replicas() -> Any:
+        stored = json.loads(_kubectl(testbed, "get", f"{kind.plural}.{GROUP}", name, "-n", api_namespace,
+                                     "-o", "json"))["spec"]
+        for key in path:
+            stored = stored[key]
+        return stored
+
+    _kubectl(testbed, "apply", "--server-side", "--field-manager=gitops", "-f", str(manifest))
+    assert replicas() == [3, 1]
+    _kubectl(testbed, "patch", f"{kind.plural}.{GROUP}", name, "-n", api_namespace, "--type=json",
+             "-p", json.dumps([{"op": "replace", "path": pointer, "value": [2, 3]}]))
+    assert replicas() == [2, 3]
+    _kubectl(testbed, "apply", "--server-side", "--force-conflicts", "--field-manager=gitops", "-f", str(manifest))
+    assert replicas() == [3, 1], "the re-apply must give the manifest's list, in its order"
+    # Distinctness, which a set list type gave, still holds at admission.
+    duplicate = subprocess.run(
+        ["kubectl", "patch", f"{kind.plural}.{GROUP}", name, "-n", api_namespace, "--type=json",
+         "-p", json.dumps([{"op": "replace", "path": pointer, "value": [2, 2]}])],
+        env=testbed.env(), capture_output=True, text=True, timeout=60, check=False)
+    assert duplicate.returncode != 0 and "replicas must be distinct broker ids" in duplicate.stderr, duplicate.stderr
+    assert replicas() == [3, 1]

@@ -257,7 +257,7 @@ REASSIGNMENT_DEFECTS: tuple[Defect, ...] = (
     _with_plan(set_at(("plan", "goal"), st.just("Shrink"))),
     _with_plan(set_at(("plan", "tolerance"), st.sampled_from([0, 1.5, -0.1, "0.1"]))),
     _with_plan(set_at(("plan", "brokers"), BAD_BROKERS)),
-    _with_plan(set_at(("plan", "replicationFactor"), st.sampled_from([0, 65]))),
+    _with_plan(set_at(("plan", "replicationFactor"), st.sampled_from([0, 17]))),
     _with_plan(set_at(("plan", "excludeTopics"), st.sampled_from([["a", "a"], ["bad topic"]]))),
     set_at(("approval", "mode"), st.just("Auto")),
     set_at(("approval", "proposalId"), st.just("")),
