@@ -17,7 +17,6 @@ Status models ignore them, so an operator built against an older API can still r
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
+
+from kpo.api.topic_pattern import compile_topic_pattern
 
 H = TypeVar("H", bound=Hashable)
 
@@ -172,15 +173,13 @@ ReplicaSet = Annotated[
 
 
 def compiles_as_regex(pattern: str) -> str:
-    """Topic patterns are Python regular expressions matched against the whole topic name, so they must compile.
+    """Topic patterns are RE2 expressions matched against the whole topic name, so RE2 must compile them.
 
     The server cannot check this (CEL has no "is a regex" test): a pattern only the model refuses makes the resource
-    Invalid instead of being refused at admission.
+    Invalid instead of being refused at admission. RE2 refuses what would need backtracking (backreferences,
+    lookarounds), so no pattern can stall the operator (see :mod:`kpo.api.topic_pattern`).
     """
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression: {exc}") from exc
+    compile_topic_pattern(pattern)
     return pattern
 
 

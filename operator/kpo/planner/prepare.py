@@ -16,26 +16,35 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kpo.api.topic_pattern import matching
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.planner.cluster import Cluster
 from kpo.planner.exprs import members, table
 from kpo.planner.schemas import STATE_COLUMNS
 
 
-def selection(request: PlanRequest) -> Column:
-    """Whether the request may change a partition of ``topic``. A pattern matches the whole name (Java syntax)."""
+def selection(request: PlanRequest, partitions: DataFrame) -> Column:
+    """Whether the request may change a partition of ``topic``. A pattern matches the whole name.
+
+    Patterns run through RE2 on the distinct topic names, in the driver: Spark's ``rlike`` is Java's backtracking
+    engine, which one pattern such as ``(a+)+b`` stalls for minutes, and a cluster has far fewer topics than
+    partitions, so the names are a small list while the partitions stay in Spark.
+    """
+    names: list[str] = []
+    if request.topic_pattern or request.exclude_topic_pattern:
+        names = [row["topic"] for row in partitions.select("topic").distinct().collect()]
     chosen: Column | None = None
     if request.topics:
         chosen = F.col("topic").isin(list(request.topics))
     if request.topic_pattern:
-        matched = F.col("topic").rlike(f"^(?:{request.topic_pattern})$")
+        matched = F.col("topic").isin(sorted(matching(request.topic_pattern, names)))
         chosen = matched if chosen is None else chosen | matched
     if chosen is None:
         chosen = F.lit(True)
     if request.exclude_topics:
         chosen = chosen & ~F.col("topic").isin(list(request.exclude_topics))
     if request.exclude_topic_pattern:
-        chosen = chosen & ~F.col("topic").rlike(f"^(?:{request.exclude_topic_pattern})$")
+        chosen = chosen & ~F.col("topic").isin(sorted(matching(request.exclude_topic_pattern, names)))
     return chosen
 
 
@@ -48,7 +57,7 @@ def offline(cluster: Cluster) -> Column:
 def offline_partitions(partitions: DataFrame, request: PlanRequest, cluster: Cluster, examples: int = 10
                        ) -> tuple[int, tuple[str, ...]]:
     """How many selected partitions are offline, and the first few of them as ``topic-partition``."""
-    found = partitions.filter(selection(request) & offline(cluster))
+    found = partitions.filter(selection(request, partitions) & offline(cluster))
     count = found.count()
     first = found.orderBy("topic", "partition").limit(examples).collect() if count else []
     return count, tuple(f"{r['topic']}-{r['partition']}" for r in first)
@@ -81,7 +90,7 @@ def _resized(replicas: Column, factor: int, cluster: Cluster, load_share: Mappin
 def to_state(partitions: DataFrame, request: PlanRequest, cluster: Cluster,
              load_share: Mapping[int, float] | None = None) -> DataFrame:
     """The planner's state (``STATE_COLUMNS``); ``load_share`` (broker -> load / heaviest load) guides decreases."""
-    selected = selection(request) & ~offline(cluster)
+    selected = selection(request, partitions) & ~offline(cluster)
     replicas = F.col("replicas")
     if request.goal is Goal.REPLICATION_FACTOR and request.replication_factor is not None:
         resized = _resized(replicas, request.replication_factor, cluster, load_share or {})

@@ -32,12 +32,12 @@ snapshot the job sees, whatever ``topicPattern`` matches, and a proposal that na
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kpo.api import INTERNAL_TOPICS
+from kpo.api.topic_pattern import matching
 from kpo.domain.conditions import Event, transition_event
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanRequest
@@ -127,15 +127,13 @@ def selected_topics(request: PlanRequest, topics: frozenset[str], *, allow_inter
     if request.topics:
         chosen = set(request.topics) & topics
     elif request.topic_pattern:
-        pattern = re.compile(request.topic_pattern)
-        chosen = {t for t in topics if pattern.fullmatch(t)}
+        chosen = matching(request.topic_pattern, topics)
     else:
         chosen = {t for t in topics if not t.startswith("__")}
     if not allow_internal:
         chosen -= set(INTERNAL_TOPICS)
     if request.exclude_topic_pattern:
-        excluded = re.compile(request.exclude_topic_pattern)
-        chosen = {t for t in chosen if not excluded.fullmatch(t)}
+        chosen -= matching(request.exclude_topic_pattern, chosen)
     return chosen - set(request.exclude_topics)
 
 

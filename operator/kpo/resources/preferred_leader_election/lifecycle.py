@@ -73,13 +73,13 @@ it described and Kafka did not mention was already led by its preferred replica.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from kpo.api import ElectionPhase
+from kpo.api.topic_pattern import matching
 from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
@@ -170,8 +170,7 @@ class Selection:
             return present & set(self.topics)
         if self.kind is SelectionKind.PATTERN:
             assert self.pattern is not None
-            pattern = re.compile(self.pattern)
-            return {t for t in present if pattern.fullmatch(t)}
+            return matching(self.pattern, present)
         if self.kind is SelectionKind.PARTITIONS:
             return present & {tp.topic for tp in self.partitions}
         return present
