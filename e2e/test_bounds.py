@@ -125,3 +125,26 @@ def test_a_status_the_api_server_would_refuse_ends_in_a_condition_and_an_event(
     assert stalled["reason"] == "StatusRefused" and "bytes" in stalled["message"], stalled
     assert "StatusRefused" in [e.reason for e in resources.events("edge")]
     _assert_rss_bounded(kpo_operator)
+
+
+def test_a_resource_whose_annotations_fill_the_limit_is_handled_and_let_go(
+        resources: Resources, kafka_admin: AdminClient, topic_name: str, kpo_operator: OperatorProcess) -> None:
+    """One user annotation of 262,118 bytes leaves 26 of the API server's 262,144: no kpo annotation fits. kpo keeps
+    none, says so at most once, carries the move out and lets go of the resource on deletion (issue 26 D: it was never let
+    go, with a traceback per attempt)."""
+    create_topic(kafka_admin, topic_name, 1, assignment=[[1]])
+    name = "full-annotations"
+    body = {"apiVersion": "kpo.dev/v1alpha1", "kind": KPR,
+            "metadata": {"name": name, "annotations": {"big": "x" * 262_118}},
+            "spec": {"partitions": [{"topic": topic_name, "partition": 0, "replicas": [2]}]}}
+    resources.custom.create_namespaced_custom_object("kpo.dev", "v1alpha1", resources.namespace,
+                                                     "partitionreassignments", body)
+    resources.wait_phase(KPR, name, "Succeeded", timeout=90)
+    wait_until(lambda: replicas_of(kafka_admin, topic_name) == {0: [2]}, 30, "Kafka to show the move")
+    assert _kpo_annotations(resources.get(KPR, name)) == {}
+    resources.delete(KPR, name)
+    wait_until(lambda: not resources.exists(KPR, name), 30, "the finalizer to be let go")
+    said = [line for line in kpo_operator.log_text().splitlines() if f"{resources.namespace}/{name}" in line]
+    # Said at most once (only when Kopf had something to write), never a refused patch.
+    assert sum("leave no room for kpo's bookkeeping" in line for line in said) <= 1, said
+    assert "Too long: may not be more than 262144 bytes" not in kpo_operator.log_text()

@@ -7,7 +7,13 @@ from typing import Any
 
 import kopf
 
-from kpo.persistence import DigestDiffBaseStorage, essence_digest
+from kpo.persistence import (
+    BoundedAnnotationsProgressStorage,
+    DigestDiffBaseStorage,
+    annotations_after,
+    annotations_size,
+    essence_digest,
+)
 
 
 def body(partitions: int = 3, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
@@ -66,3 +72,39 @@ def test_the_digest_ignores_key_order() -> None:
     essence = {"spec": {"a": 1, "b": [1, 2]}, "metadata": {"labels": {"x": "y"}}}
     reordered = {"metadata": {"labels": {"x": "y"}}, "spec": {"b": [1, 2], "a": 1}}
     assert essence_digest(essence) == essence_digest(copy.deepcopy(reordered))
+
+
+FULL = 262_144 - len("big") - 20  # a user annotation that leaves 20 bytes of the API server's limit
+
+
+def test_a_digest_that_would_pass_the_annotation_limit_is_not_written() -> None:
+    storage = DigestDiffBaseStorage()
+    assert stored(storage, body(annotations={"big": "x" * FULL})) == {}
+    assert list(stored(storage, body(annotations={"big": "x" * (FULL - 91)}))) == ["kpo.dev/last-handled-digest"]
+
+
+def test_a_skipped_digest_leaves_the_rest_of_the_patch_alone() -> None:
+    storage = DigestDiffBaseStorage()
+    of = body(annotations={"big": "x" * FULL, "kpo.dev/last-handled-configuration": "{}"})
+    patch = kopf.Patch()
+    storage.store(body=of, patch=patch, essence=storage.build(body=of))
+    # The legacy copy is still removed: a removal only ever shrinks the annotations.
+    assert dict(patch["metadata"]["annotations"]) == {"kpo.dev/last-handled-configuration": None}
+
+
+def test_progress_records_are_written_only_when_they_fit() -> None:
+    storage = BoundedAnnotationsProgressStorage(prefix="kpo.dev")
+    record: Any = {"started": "2026-11-26T00:00:00", "retries": 1}
+    roomy, full = kopf.Patch(), kopf.Patch()
+    storage.store(key=kopf.HandlerId("kpr_delete"), record=record, body=body(), patch=roomy)
+    storage.store(key=kopf.HandlerId("kpr_delete"), record=record, body=body(annotations={"big": "x" * FULL}),
+                  patch=full)
+    assert "kpo.dev/kpr_delete" in roomy["metadata"]["annotations"]
+    assert full == {}
+    storage.touch(body=body(annotations={"big": "x" * FULL}), patch=full, value="2026")
+    assert full == {}
+
+
+def test_the_size_counts_keys_and_values_after_the_patch() -> None:
+    assert annotations_size({"ab": "cde"}) == 5
+    assert annotations_after({"a": "1", "b": "2"}, {"a": None, "c": "3"}) == {"b": "2", "c": "3"}

@@ -29,7 +29,7 @@ from kpo.config import LeaderElectionConfig, OperatorConfig
 from kpo.k8s.auto_proposals import AutoProposals
 from kpo.k8s.lease import LeaseStore
 from kpo.k8s.outage import RepeatedRequestErrors
-from kpo.persistence import DigestDiffBaseStorage
+from kpo.persistence import BoundedAnnotationsProgressStorage, DigestDiffBaseStorage
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
 from kpo.resources.preferred_leader_election import handlers as preferred_leader_election
 from kpo.resources.topic_partition_count import handlers as topic_partition_count
@@ -56,7 +56,7 @@ API_RETRY_BACKOFFS = (1, 1, 2, 3, 5, 8, 13, 21, *([30] * 18))
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kpo.dev")
+    settings.persistence.progress_storage = BoundedAnnotationsProgressStorage(prefix="kpo.dev")
     settings.persistence.diffbase_storage = DigestDiffBaseStorage(prefix="kpo.dev")
     settings.persistence.finalizer = "kpo.dev/finalizer"
     settings.posting.level = logging.WARNING
