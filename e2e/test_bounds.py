@@ -130,8 +130,8 @@ def test_a_status_the_api_server_would_refuse_ends_in_a_condition_and_an_event(
 def test_a_resource_whose_annotations_fill_the_limit_is_handled_and_let_go(
         resources: Resources, kafka_admin: AdminClient, topic_name: str, kpo_operator: OperatorProcess) -> None:
     """One user annotation of 262,118 bytes leaves 26 of the API server's 262,144: no kpo annotation fits. kpo keeps
-    none, says so at most once, carries the move out and lets go of the resource on deletion (issue 26 D: it was never let
-    go, with a traceback per attempt)."""
+    none, says so at most once, carries the move out and lets go of the resource on deletion (issue 26 D: it was
+    never let go, with a traceback per attempt)."""
     create_topic(kafka_admin, topic_name, 1, assignment=[[1]])
     name = "full-annotations"
     body = {"apiVersion": "kpo.dev/v1alpha1", "kind": KPR,

@@ -4,8 +4,12 @@ replica (no byte copied); ``stop`` with ``onStop: Revert`` puts the replica list
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition as KpTopicPartition
 
 from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
@@ -48,3 +52,86 @@ def test_a_demoted_broker_leads_nothing_keeps_its_replicas_and_is_restored_on_re
     status = resources.wait_phase(KPR, "demote", {"Reverted", "Failed"}, timeout=120)
     assert status["phase"] == "Reverted", status
     assert replicas_of(kafka_admin, topic_name) == dict(enumerate(ASSIGNMENT))
+
+
+def _reorder(bootstrap_servers: str, topic: str, lists: dict[int, list[int]]) -> None:
+    """AlterPartitionReassignments with the same replica sets in a new order: Kafka keeps the current leaders."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        admin.alter_partition_reassignments({KpTopicPartition(topic, p): r for p, r in lists.items()})
+    finally:
+        admin.close()
+
+
+def test_a_demotion_also_elects_what_its_plan_did_not_reorder_and_names_what_cannot_move(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
+    # Issue 26, item 1. Partition 0 is [1, 3] reordered by hand to [3, 1] without an election: broker 1 still leads
+    # it, although its list already ends with 1, so the plan does not change it. Partition 1 [1, 2] is reordered by
+    # the plan. The single replica of the second topic is on broker 1: nobody else can lead it.
+    single = f"{topic_name}-single"
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1, 3], [1, 2]])
+    create_topic(kafka_admin, single, 1, assignment=[[1]])
+    fill(bootstrap_servers, topic_name, [0, 1], messages=10)
+    wait_for(lambda: set(_leaders(kafka_admin, topic_name).values()) == {1}, 30, "broker 1 leading both")
+    _reorder(bootstrap_servers, topic_name, {0: [3, 1]})
+    wait_for(lambda: replicas_of(kafka_admin, topic_name)[0] == [3, 1], 60, "partition 0 reordered")
+    assert _leaders(kafka_admin, topic_name)[0] == 1, "a reordering elects nobody"
+
+    resources.create(KPR, "demote-1", {"plan": {"goal": "DemoteBrokers", "brokers": [1],
+                                                "topics": [topic_name, single]}})
+    status = resources.wait_phase(KPR, "demote-1", {"Proposed", "Succeeded", "Failed", "Invalid"}, timeout=240)
+    assert status["phase"] == "Proposed", status
+    resources.patch_spec(KPR, "demote-1", {"approval": {"proposalId": status["proposal"]["id"]}})
+    status = resources.wait_phase(KPR, "demote-1", {"Succeeded", "Failed", "Invalid"}, timeout=120)
+    assert status["phase"] == "Succeeded", status
+
+    # Kafka's view: broker 1 leads nothing another in-sync replica could lead, and keeps every replica.
+    after = describe_topic(kafka_admin, topic_name)
+    assert {p: replicas for p, (replicas, _, _) in after.items()} == {0: [3, 1], 1: [2, 1]}, after
+    assert {p: leader for p, (_, leader, _) in after.items()} == {0: 3, 1: 2}, "Leader: 3 Replicas: 3,1"
+    assert describe_topic(kafka_admin, single) == {0: ([1], 1, [1])}
+    election = status["leaderElection"]
+    assert (election["elected"], election["failed"], election["awayFrom"]) == (2, 0, [1]), election
+    assert election["stillLeading"] == 1 and election["stillLeadingPartitions"] == [
+        {"topic": single, "partition": 0, "leader": 1, "reason": "no other in-sync replica (replicas [1], ISR [1])"}]
+    assert [e.reason for e in resources.events("demote-1")].count("StillLeading") == 1
+
+
+def test_a_demotion_that_reorders_no_list_still_takes_the_leadership_away(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
+    # The issue's repro as it stands: [1, 3] reordered to [3, 1] by hand, broker 1 still leading. The plan changes no
+    # list; that is not "already meets the goal".
+    create_topic(kafka_admin, topic_name, 1, assignment=[[1, 3]])
+    wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: 1}, 30, "broker 1 leading")
+    _reorder(bootstrap_servers, topic_name, {0: [3, 1]})
+    wait_for(lambda: replicas_of(kafka_admin, topic_name) == {0: [3, 1]}, 60, "the reordered list")
+    assert _leaders(kafka_admin, topic_name) == {0: 1}
+
+    resources.create(KPR, "demote-2", {"plan": {"goal": "DemoteBrokers", "brokers": [1], "topics": [topic_name]},
+                                       "approval": {"mode": "Automatic"}})
+    status = resources.wait_phase(KPR, "demote-2", {"Succeeded", "Failed", "Invalid"}, timeout=240)
+    assert status["phase"] == "Succeeded", status
+    assert describe_topic(kafka_admin, topic_name)[0][:2] == ([3, 1], 3), "Leader: 3 Replicas: 3,1"
+    assert status["leaderElection"]["elected"] == 1 and status["leaderElection"]["stillLeading"] == 0
+    reasons = [e.reason for e in resources.events("demote-2")]
+    assert "Proposed" in reasons and "NothingToMove" not in reasons, reasons
+
+
+def test_demoting_every_broker_is_refused_and_changes_nothing(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
+    # Issue 26, item E: nobody would be left to lead.
+    create_topic(kafka_admin, topic_name, 3, assignment=ASSIGNMENT[:3])
+    before = describe_topic(kafka_admin, topic_name)
+    resources.create(KPR, "everyone", {"plan": {"goal": "DemoteBrokers", "brokers": [1, 2, 3],
+                                                "topics": [topic_name]},
+                                       "approval": {"mode": "Automatic"}})
+    status = resources.wait_phase(KPR, "everyone", {"Invalid", "Succeeded", "Failed", "Proposed"}, timeout=60)
+    assert status["phase"] == "Invalid", status
+    ready = resources.condition(KPR, "everyone", "Ready")
+    assert ready is not None and ready["reason"] == "NoBrokerLeftToLead", ready
+    assert "every live broker ([1, 2, 3])" in ready["message"] and "demote fewer brokers" in ready["message"]
+    time.sleep(3)  # a second tick would post a second Event: there must be none
+    refusals = [e for e in resources.events("everyone") if e.reason == "NoBrokerLeftToLead"]
+    assert len(refusals) == 1 and refusals[0].type == "Warning", [(e.reason, e.message) for e in refusals]
+    assert "proposal" not in status and resources.config_map("everyone-proposal") is None, "nothing was planned"
+    assert describe_topic(kafka_admin, topic_name) == before, "nothing was applied"

@@ -3,6 +3,8 @@ leadership alone, and a leader election that makes no excluded broker a leader."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
@@ -66,3 +68,51 @@ def test_an_election_makes_no_excluded_broker_a_leader(kafka_admin: AdminClient,
     assert sorted(run["electedPartitions"]) == [f"{topic_name}-1", f"{topic_name}-3"]
     wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: 1, 1: 3, 2: 3, 3: 3}, 30,
              "partitions 1 and 3 led by broker 3, partitions 0 and 2 left as they were")
+
+
+def test_excluded_leaders_lead_nothing_after_the_election_even_where_no_list_changes(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
+    # Issue 26, item 2: partition 0 is [2, 3] reordered by hand to [3, 2] without an election, so it reads
+    # "Replicas 3,2 Isr 2,3 Leader 2": no list starts with 2, yet broker 2 leads it.
+    create_topic(kafka_admin, topic_name, 2, assignment=[[2, 3], [1, 2]])
+    fill(bootstrap_servers, topic_name, [0, 1], messages=10)
+    wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: 2, 1: 1}, 30, "preferred leaders")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        admin.alter_partition_reassignments({KpTopicPartition(topic_name, 0): [3, 2]})
+    finally:
+        admin.close()
+    wait_for(lambda: replicas_of(kafka_admin, topic_name)[0] == [3, 2], 60, "the reordered list")
+    replicas, leader, isr = describe_topic(kafka_admin, topic_name)[0]
+    assert (replicas, leader, sorted(isr)) == ([3, 2], 2, [2, 3])
+
+    resources.create(KPR, "not-2", {
+        "plan": {"goal": "Rebalance", "topics": [topic_name], "excludeLeaders": [2], "tolerance": 1.0},
+        "approval": {"mode": "Automatic"}, "execution": {"electLeadersAfter": True}})
+    status = resources.wait_phase(KPR, "not-2", {"Succeeded", "Failed", "Invalid"}, timeout=240)
+    assert status["phase"] == "Succeeded", status
+    after = describe_topic(kafka_admin, topic_name)
+    assert after[0][:2] == ([3, 2], 3), f"partition 0 must be led by 3: {after}"
+    assert [p for p, (_, leader, isr) in after.items() if leader == 2 and set(isr) - {2}] == [], after
+    election = status["leaderElection"]
+    assert election["awayFrom"] == [2] and election["stillLeading"] == 0 and election["failed"] == 0, election
+
+
+def test_a_plan_that_excludes_every_broker_from_leadership_is_refused_and_changes_nothing(
+        kafka_admin: AdminClient, topic_name: str, resources: Resources) -> None:
+    # Issue 26, item E: the CRD schema cannot know the brokers; the operator refuses against the live cluster.
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1, 2], [2, 3]])
+    before = describe_topic(kafka_admin, topic_name)
+    resources.create(KPR, "nobody", {
+        "plan": {"goal": "Rebalance", "topics": [topic_name], "excludeLeaders": [1, 2, 3]},
+        "approval": {"mode": "Automatic"}, "execution": {"electLeadersAfter": True}})
+    status = resources.wait_phase(KPR, "nobody", {"Invalid", "Succeeded", "Failed", "Proposed"}, timeout=60)
+    assert status["phase"] == "Invalid", status
+    ready = resources.condition(KPR, "nobody", "Ready")
+    assert ready is not None and ready["reason"] == "NoBrokerLeftToLead", ready
+    assert "excludeLeaders names every live broker ([1, 2, 3])" in ready["message"], ready["message"]
+    time.sleep(3)  # a second tick would post a second Event: there must be none
+    refusals = [e for e in resources.events("nobody") if e.reason == "NoBrokerLeftToLead"]
+    assert len(refusals) == 1 and refusals[0].type == "Warning", [(e.reason, e.message) for e in refusals]
+    assert resources.config_map("nobody-proposal") is None, "nothing was planned"
+    assert describe_topic(kafka_admin, topic_name) == before, "nothing was applied"

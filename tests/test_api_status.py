@@ -42,6 +42,7 @@ from kpo.api import (
     SkippedPartition,
     StalledMove,
     StatusModel,
+    StillLeadingPartition,
     ThrottledTopic,
     ThrottleStatus,
     TopicPartitionCountStatus,
@@ -92,7 +93,11 @@ FULL_STATUS: dict[str, StatusModel] = {
                           estimate_floor_seconds=5000,
                           estimate_note="at 52428800 B/s per broker and direction, polling every 30 s"),
         skipped=[SkippedPartition(topic="orders", partition=5, reason="TopicDeleted")],
-        leader_election=LeaderElectionResult(elected=8, already_preferred=20, failed=2),
+        leader_election=LeaderElectionResult(
+            elected=8, already_preferred=20, failed=2, away_from=[2], still_leading=1,
+            still_leading_partitions=[StillLeadingPartition(topic="orders", partition=6, leader=2,
+                                                            reason="no other in-sync replica (replicas [3, 2], "
+                                                                   "ISR [2])")]),
         stalled_moves=[StalledMove(topic="orders", partition=1, brokers=[3], down=[3], copied_bytes=2**30,
                                    since=T0)],
     ),

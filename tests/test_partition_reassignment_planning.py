@@ -151,3 +151,45 @@ def test_proposed_to_planning_when_the_proposal_is_lost() -> None:
 def test_proposed_to_stopped() -> None:
     assert decide_planning(Phase.PROPOSED, intent(stop=True), Job(JobStatus.NONE), PROPOSAL, view()).phase \
         is Phase.STOPPED
+
+
+def test_pending_to_invalid_when_every_live_broker_is_demoted_or_excluded_from_leadership() -> None:
+    every = PlanRequest(goal=Goal.DEMOTE_BROKERS, brokers=(1, 2, 3), topics=("orders",))
+    d = decide_planning(Phase.PENDING, intent(request=every), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and d.reason == "NoBrokerLeftToLead" and not d.start_job
+    assert d.events[-1].type == "Warning" and "every live broker ([1, 2, 3])" in d.events[-1].message
+    excluded = PlanRequest(goal=Goal.REBALANCE, exclude_leaders=(1, 2, 3), topics=("orders",))
+    d = decide_planning(Phase.PENDING, intent(request=excluded), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and d.problems[0].field == "spec.plan.excludeLeaders"
+
+
+DEMOTE_1 = PlanRequest(goal=Goal.DEMOTE_BROKERS, brokers=(1,), topics=("orders",))
+EMPTY = Proposal(id="e", generation=2, targets={}, basis={})
+
+
+def test_planning_to_proposed_when_no_list_changes_but_a_demoted_broker_still_leads() -> None:
+    # orders-0 [3, 1] led by 1 (reordered by hand, never elected); orders-1 [2, 3] led by 2.
+    parts = {T0: PartitionState((3, 1), 1, (1, 3)), T1: PartitionState((2, 3), 2, (2, 3))}
+    led = ClusterView(brokers=view().brokers, partitions=parts, topics=view().topics)
+    demote = PlanIntent(generation=2, request=DEMOTE_1, automatic=False, approved_id=None,
+                        leaders_away=frozenset({1}))
+    d = decide_planning(Phase.PLANNING, demote, Job(JobStatus.SUCCEEDED, proposal=EMPTY), None, led)
+    assert d.phase is Phase.PROPOSED and d.proposal is EMPTY and d.awaiting_approval
+    assert "broker(s) [1] lead 1 selected partition(s)" in d.message
+    approved = decide_planning(Phase.PROPOSED, PlanIntent(**{**demote.__dict__, "approved_id": "e"}),
+                               Job(JobStatus.NONE), EMPTY, led)
+    assert approved.phase is Phase.EXECUTING and "electing the leaders away from broker(s) [1]" in approved.message
+    # Once elected (the leader is 3), the same empty plan has nothing left to do.
+    elected = ClusterView(brokers=view().brokers, partitions={**parts, T0: PartitionState((3, 1), 3, (1, 3))},
+                          topics=view().topics)
+    done = decide_planning(Phase.PLANNING, demote, Job(JobStatus.SUCCEEDED, proposal=EMPTY), None, elected)
+    assert done.phase is Phase.SUCCEEDED and done.reason == "NothingToMove"
+
+
+def test_planning_to_succeeded_names_what_a_demoted_broker_must_keep_leading() -> None:
+    alone = ClusterView(brokers=view().brokers, partitions={T0: PartitionState((3, 1), 1, (1,))},
+                        topics=view().topics)
+    demote = PlanIntent(generation=2, request=DEMOTE_1, automatic=True, approved_id=None,
+                        leaders_away=frozenset({1}))
+    d = decide_planning(Phase.PLANNING, demote, Job(JobStatus.SUCCEEDED, proposal=EMPTY), None, alone)
+    assert d.phase is Phase.SUCCEEDED and "orders-0 (leader 1): no other in-sync replica" in d.message

@@ -8,7 +8,7 @@ import pytest
 
 from kpo.api import PartitionReassignmentSpec
 from kpo.domain.plan_contract import Goal
-from kpo.resources.partition_reassignment.spec import intent_of, plan_request
+from kpo.resources.partition_reassignment.spec import intent_of, plan_intent_of, plan_request
 
 
 def spec(plan: dict[str, Any], **more: Any) -> PartitionReassignmentSpec:
@@ -31,3 +31,16 @@ def test_other_goals_elect_only_when_asked(elect: bool) -> None:
 def test_a_demotion_needs_its_brokers() -> None:
     with pytest.raises(ValueError, match="need the broker ids in brokers"):
         spec({"goal": "DemoteBrokers"})
+
+
+def test_the_brokers_that_must_lead_nothing_are_the_demoted_ones_and_excluded_leaders_when_electing() -> None:
+    demote = spec({"goal": "DemoteBrokers", "brokers": [2], "excludeLeaders": [3]})
+    assert intent_of(demote, 1).leaders_away == plan_intent_of(demote, 1).leaders_away == {2, 3}
+    electing = spec({"goal": "Rebalance", "excludeLeaders": [2]}, execution={"electLeadersAfter": True})
+    assert intent_of(electing, 1).leaders_away == plan_intent_of(electing, 1).leaders_away == {2}
+    # Without the election only the lists change (the docs say so): nothing is elected away.
+    assert intent_of(spec({"goal": "Rebalance", "excludeLeaders": [2]}), 1).leaders_away == frozenset()
+    explicit = PartitionReassignmentSpec.model_validate(
+        {"partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2]}],
+         "execution": {"electLeadersAfter": True}})
+    assert intent_of(explicit, 1).leaders_away == frozenset()

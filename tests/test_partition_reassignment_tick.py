@@ -21,6 +21,8 @@ from executor_support import OWNER, executor_for
 from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import (
+    KafkaRefusal,
+    PartitionState,
     Replicas,
     TopicPartition,
 )
@@ -31,7 +33,7 @@ from kpo.resources.outcomes import Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import Route, Step, route
-from kpo.resources.partition_reassignment.status import memory_of
+from kpo.resources.partition_reassignment.status import memory_of, write
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -331,3 +333,59 @@ def test_a_paused_resource_has_nothing_the_executor_may_send() -> None:
                              ports=executor_ports(cluster, executor=executor, execution=Execution()), now=NOW)
     assert paused is not None and paused.decision.phase is Phase.PAUSED
     assert not executor.has_armed()
+
+
+# ------------------------------------------------------------------------------------ leaders away (issue 26)
+
+
+class LedBy(Recording):
+    """Leaders that are not the first replica; ElectLeaders refuses the partitions in ``refuse``."""
+
+    def __init__(self, replicas: dict[TopicPartition, Replicas], leaders: dict[TopicPartition, int],
+                 refuse: frozenset[TopicPartition] = frozenset()) -> None:
+        super().__init__(replicas)
+        self.leaders, self.refuse = leaders, refuse
+        self.asked: list[TopicPartition] = []
+
+    def describe_topics(self, topics: Any) -> Any:
+        return {tp: PartitionState(s.replicas, self.leaders.get(tp, s.leader), s.isr)
+                for tp, s in super().describe_topics(topics).items()}
+
+    def elect_leaders(self, partitions: Any, unclean: bool = False) -> Any:
+        answers = super().elect_leaders(partitions, unclean)
+        self.asked = sorted(partitions or [])
+        return {tp: KafkaRefusal("PREFERRED_LEADER_NOT_AVAILABLE") if tp in self.refuse else a
+                for tp, a in answers.items()}
+
+
+def test_every_selected_partition_a_demoted_broker_leads_is_elected_not_only_the_moved_ones() -> None:
+    p2, p3 = TopicPartition("orders", 2), TopicPartition("orders", 3)
+    # P0 is moved by the plan ([1, 3] -> [3, 1]); P1's list already ends with 1 but 1 leads it (the repro); p2 is
+    # led by 1 and refused by Kafka; p3 has nobody else in sync (its ISR is its single replica).
+    cluster = LedBy({P0: (3, 1), P1: (3, 1), p2: (2, 1), p3: (1,)}, {P1: 1, p2: 1}, refuse=frozenset({p2}))
+    ports = replace(cluster.ports(), selection=lambda: cluster.describe_topics({"orders"}))
+    intent = moving({P0: (3, 1)}, elect_leaders_after=True, leaders_away=frozenset({1}))
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (3, 1)}, originals={P0: (1, 3)})
+    body = {"metadata": {"namespace": "ns", "name": "demote"}, "status": {}}
+    done = reconciler.tick(body=body, intent=intent, memory=memory, ports=ports, now=NOW)
+    assert done is not None and done.status["phase"] == "Succeeded"
+    assert cluster.asked == [P0, P1, p2], "the moved partition and every other one broker 1 leads"
+    election = done.status["leaderElection"]
+    assert (election["elected"], election["failed"], election["awayFrom"], election["stillLeading"]) == \
+        (2, 1, [1], 2)
+    left = {(e["partition"], e["leader"]): e["reason"] for e in election["stillLeadingPartitions"]}
+    assert set(left) == {(2, 1), (3, 1)}
+    assert left[(3, 1)].startswith("no other in-sync replica") and "PREFERRED_LEADER_NOT_AVAILABLE" in left[(2, 1)]
+    assert [e.reason for e in done.events if e.type == "Warning"] == ["LeaderElectionFailed", "StillLeading"]
+    assert write(done.status)["leaderElection"] == election, "what is written is what the API model reads"
+
+
+def test_without_brokers_to_lead_nothing_only_the_moved_partitions_are_elected() -> None:
+    cluster = LedBy({P0: (3, 1), P1: (3, 1)}, {P1: 1})
+    ports = replace(cluster.ports(), selection=lambda: pytest.fail("no selection is read"))
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (3, 1)}, originals={P0: (1, 3)})
+    body = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
+    done = reconciler.tick(body=body, intent=moving({P0: (3, 1)}, elect_leaders_after=True), memory=memory,
+                           ports=ports, now=NOW)
+    assert done is not None and cluster.asked == [P0]
+    assert "awayFrom" not in done.status["leaderElection"]

@@ -672,12 +672,30 @@ class CordonStatus(StatusModel):
                                     "older cluster, a refused config); said once until the spec changes.")
 
 
+class StillLeadingPartition(StatusModel):
+    """A selected partition still led, after the election, by a broker that should lead nothing."""
+
+    topic: str = Field(description="Topic name.")
+    partition: int = Field(ge=0, description="Partition index.")
+    leader: int = Field(description="The broker leading it when kpo looked (before the election).")
+    reason: str = Field(max_length=1024, description="Why the election could not move it: no other in-sync replica, "
+                        "its preferred replica is such a broker too, or Kafka's refusal.")
+
+
 class LeaderElectionResult(StatusModel):
     """Result of the preferred leader election after the moves (execution.electLeadersAfter)."""
 
     elected: int = Field(default=0, ge=0, description="Partitions whose leader changed to the preferred replica.")
     already_preferred: int = Field(default=0, ge=0, description="Partitions already led by the preferred replica.")
     failed: int = Field(default=0, ge=0, description="Partitions where Kafka refused the election.")
+    away_from: list[int] | None = Field(
+        default=None,
+        description="Brokers that must lead no selected partition (DemoteBrokers' brokers; plan.excludeLeaders "
+        "with electLeadersAfter): every selected partition they led was elected, not only the moved ones.")
+    still_leading: int | None = Field(
+        default=None, ge=0, description="Selected partitions still led by a broker of awayFrom after the election.")
+    still_leading_partitions: list[StillLeadingPartition] | None = Field(
+        default=None, max_length=100, description="The first 100 of them, with why.")
 
 
 class PartitionReassignmentStatus(StatusBase):

@@ -140,6 +140,9 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True, store: Ro
         load_cordon=lambda: records.load_cordon_record(tick.namespace, tick.name) or CordonJournal(),
         save_cordon=lambda journal: records.save_cordon(body, journal, create=create_records),
         others_cordons=lambda: [c.cordons for c in others if not c.cordons.empty],
+        selection=lambda: plan_reconciler.selected_partitions(tick.kafka, plan_request(tick.spec),
+                                                              allow_internal=tick.spec.allow_internal_topics)
+        if tick.spec.plan is not None else {},
     )
 
 

@@ -154,6 +154,10 @@ class Intent:
     cancel_on_stall: bool = False
     # KIP-1066: brokers a RemoveBrokers plan drains, cordoned while it executes and after it succeeded.
     cordon: frozenset[int] = frozenset()
+    # Brokers that must lead no partition of the plan's selection once it succeeded (DemoteBrokers' brokers, and
+    # excludeLeaders with electLeadersAfter): the election takes every selected partition they lead, not only the
+    # moved ones (:mod:`kpo.domain.leaders_away`).
+    leaders_away: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

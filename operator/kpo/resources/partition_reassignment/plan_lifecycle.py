@@ -17,11 +17,14 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
 
 - **Pending** transitions to *Invalid* (the request cannot be met on this cluster: unknown or offline brokers, a
   replication factor above the brokers that remain, no topic selected, an internal topic named without
-  ``allowInternalTopics``, a replication factor below the current one without ``allowReplicationFactorDecrease``),
+  ``allowInternalTopics``, a replication factor below the current one without ``allowReplicationFactorDecrease``,
+  every live broker demoted or in ``excludeLeaders``),
   *Stopped* (``spec.stop``), or *Planning* (the job is started).
 - **Planning** stays while the job runs (and starts it again if the operator restarted and lost it); transitions to
-  *Failed* (the job failed: its own message), *Succeeded* (nothing to move), *Invalid* (the proposal would do what
-  the spec does not allow, see :func:`proposal_problems`) or *Proposed*.
+  *Failed* (the job failed: its own message), *Succeeded* (nothing to move, and no selected partition led by a broker
+  that must lead nothing), *Invalid* (the proposal would do what the spec does not allow, see
+  :func:`proposal_problems`) or *Proposed* (also a proposal that changes no list when demoted brokers, or
+  ``excludeLeaders`` with ``electLeadersAfter``, still lead selected partitions: its execution is the election).
 - **Proposed** stays until approved; transitions to *Executing* (approved and the cluster unchanged), *Planning*
   (approved, but the cluster changed since the snapshot), *Invalid* (the spec changed since, and no longer allows
   what the proposal does), or *Stopped*.
@@ -39,6 +42,7 @@ from enum import StrEnum
 from kpo.api import INTERNAL_TOPICS
 from kpo.api.topic_pattern import matching
 from kpo.domain.conditions import Event, transition_event
+from kpo.domain.leaders_away import LeadersAway, leaders_away, nobody_to_lead
 from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
@@ -64,6 +68,8 @@ class PlanIntent:
     stop: bool = False
     allow_internal_topics: bool = False
     allow_replication_factor_decrease: bool = False
+    # Brokers that must lead no selected partition once the plan ran (see Intent.leaders_away).
+    leaders_away: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,8 @@ def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal:
             problems.append(Problem("spec.plan.brokers", "UnknownBroker",
                                     f"broker(s) {unknown} to demote are neither live (live: {live}) nor in a replica "
                                     "list of the selected topics"))
+    if leaderless := nobody_to_lead(request, live):
+        problems.append(leaderless)
     remaining = [b for b in live if not (request.goal is Goal.REMOVE_BROKERS and b in request.brokers)]
     needed = request.replication_factor or max(
         (len(s.replicas) for tp, s in view.partitions.items() if tp.topic in selected), default=1)
@@ -255,8 +263,15 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
         if job.status is JobStatus.FAILED or job.proposal is None:
             return PlanningDecision(Phase.FAILED, "PlanningFailed", f"the planning job failed: {job.message}")
         if not job.proposal.targets:
+            away = leaders_to_move(intent, view)
+            if away.elect:
+                # No list changes, but brokers that must lead nothing still do: the election is the whole plan.
+                return PlanningDecision(Phase.PROPOSED, "Proposed", f"no replica list changes, but {away.describe()}; "
+                                        + _awaiting(job.proposal, intent), proposal=job.proposal,
+                                        awaiting_approval=not intent.automatic)
             return PlanningDecision(Phase.SUCCEEDED, "NothingToMove",
-                                    "the cluster already meets the goal: the plan moves nothing")
+                                    "the cluster already meets the goal: the plan moves nothing"
+                                    + (f"; {away.describe()}" if away.stuck else ""))
         if problems := proposal_problems(job.proposal, view, intent):
             return _invalid(problems)
         return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(job.proposal, intent),
@@ -278,9 +293,18 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
         return PlanningDecision(Phase.PLANNING, "ClusterChanged",
                                 f"the cluster changed since proposal {proposal.id} was computed ({detail}): "
                                 f"planning again; the new proposal needs approval", start_job=True)
-    return PlanningDecision(Phase.EXECUTING, "Approved",
-                            f"proposal {proposal.id} approved: moving {len(proposal.targets)} partition(s)",
+    doing = f"moving {len(proposal.targets)} partition(s)" if proposal.targets else \
+        f"electing the leaders away from broker(s) {sorted(intent.leaders_away)}"
+    return PlanningDecision(Phase.EXECUTING, "Approved", f"proposal {proposal.id} approved: {doing}",
                             proposal=proposal)
+
+
+def leaders_to_move(intent: PlanIntent, view: ClusterView) -> LeadersAway:
+    """The selected partitions led by a broker that must lead nothing (:mod:`kpo.domain.leaders_away`)."""
+    if not intent.leaders_away:
+        return LeadersAway()
+    selected = selected_topics(intent.request, view.topics, allow_internal=intent.allow_internal_topics)
+    return leaders_away({tp: s for tp, s in view.partitions.items() if tp.topic in selected}, intent.leaders_away)
 
 
 def _invalid(problems: list[Problem]) -> PlanningDecision:

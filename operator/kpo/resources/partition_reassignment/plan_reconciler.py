@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
 from kpo.domain.estimate import Estimate
-from kpo.domain.model import ClusterView
+from kpo.domain.model import ClusterView, PartitionState, TopicPartition
 from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
@@ -73,6 +73,13 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = 
                                   size_bytes=view.partition_size(tp))
                   for tp, s in sorted(states.items())]
     return Snapshot(view=view, brokers=brokers, partitions=partitions)
+
+
+def selected_partitions(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = False
+                        ) -> dict[TopicPartition, PartitionState]:
+    """Every partition the request selects, as DescribeTopics shows it now (leaders, ISR)."""
+    names = topic_names_with(kafka, request.topics)
+    return kafka.describe_topics(selected_topics(request, frozenset(names), allow_internal=allow_internal))
 
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,8 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal
-from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, Replicas, TopicPartition
+from kpo.domain.leaders_away import ELECTION_NOT_NEEDED, LeadersAway, leaders_away
+from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, PartitionState, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
 from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: The phases whose passes start moves.
 _STARTING = frozenset({Phase.EXECUTING, Phase.REVERTING})
+
+#: The Event naming selected partitions still led by a broker that should lead nothing after the election.
+STILL_LEADING = "StillLeading"
 
 # Memory.failures are cleared when a new run starts: back in Pending (a new spec) or when reverting begins.
 _FRESH_START = frozenset({Phase.PENDING, Phase.REVERTING})
@@ -155,6 +159,9 @@ class Ports:
     load_cordon: Callable[[], CordonJournal] = CordonJournal
     save_cordon: Callable[[CordonJournal], object] = lambda _journal: None
     others_cordons: Callable[[], list[CordonJournal]] = lambda: []
+    #: The partitions a plan selects, as DescribeTopics shows them now: read once, when the plan has succeeded and
+    #: brokers must lead none of them (Intent.leaders_away).
+    selection: Callable[[], Mapping[TopicPartition, PartitionState]] = lambda: {}
 
 
 @dataclass(frozen=True)
@@ -365,7 +372,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     # 6. Preferred leaders for the moved partitions, before the resource reports success.
     if decision.phase is Phase.SUCCEEDED and memory.phase is not Phase.SUCCEEDED and intent.elect_leaders_after:
         effects.leader_election = _elect(ports, decision, {**memory.originals, **decision.save_originals},
-                                         effects.events)
+                                         effects.events, away_from=intent.leaders_away)
     # 6b. Everything a waiting move needs is done: the executor may send it the moment a slot frees.
     if decision.phase in _STARTING:
         ports.arm(waiting)
@@ -430,19 +437,35 @@ def _submit(body: Mapping[str, Any], ports: Ports, decision: Decision, view: Clu
 
 
 def _elect(ports: Ports, decision: Decision, originals: Mapping[TopicPartition, Replicas],
-           events: list[Event]) -> dict[str, int]:
-    moved = sorted(tp for tp, t in decision.targets.items() if originals.get(tp, t.replicas) != t.replicas)
-    answers = ports.elect(moved) if moved else {}
+           events: list[Event], *, away_from: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """Preferred leader election of the moved partitions, and of every selected partition led by a broker of
+    ``away_from`` (:mod:`kpo.domain.leaders_away`); those still led by one of them afterwards are named."""
+    moved = {tp for tp, t in decision.targets.items() if originals.get(tp, t.replicas) != t.replicas}
+    away = leaders_away(ports.selection(), away_from) if away_from else LeadersAway()
+    asked = sorted(moved | set(away.elect))
+    answers = ports.elect(asked) if asked else {}
     elected = sum(1 for a in answers.values() if a is None)
-    already = sum(1 for a in answers.values() if a is not None and a.code == "ELECTION_NOT_NEEDED")
-    failed = {tp: a for tp, a in answers.items() if a is not None and a.code != "ELECTION_NOT_NEEDED"}
+    already = sum(1 for a in answers.values() if a is not None and a.code == ELECTION_NOT_NEEDED)
+    failed = {tp: a for tp, a in answers.items() if a is not None and a.code != ELECTION_NOT_NEEDED}
     if failed:
         detail = "; ".join(f"{tp}: {a}" for tp, a in sorted(failed.items())[:3])
         events.append(Event("Warning", "LeaderElectionFailed", f"{len(failed)} partition(s): {detail}"))
     events.append(Event("Normal", "LeadersElected",
                         f"preferred leader election: {elected} elected, {already} already preferred, "
                         f"{len(failed)} failed"))
-    return {"elected": elected, "alreadyPreferred": already, "failed": len(failed)}
+    result: dict[str, Any] = {"elected": elected, "alreadyPreferred": already, "failed": len(failed)}
+    if away_from:
+        left = away.after(answers)
+        detail = "; ".join(f"{tp} (leader {s.leader}): {s.reason}" for tp, s in list(left.items())[:3])
+        if left:
+            more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+            events.append(Event("Warning", STILL_LEADING, f"{len(left)} selected partition(s) stay led by broker(s) "
+                                                          f"{sorted(away_from)}: {detail}{more}"))
+        result |= {"awayFrom": sorted(away_from), "stillLeading": len(left),
+                   "stillLeadingPartitions": [{"topic": tp.topic, "partition": tp.partition, "leader": s.leader,
+                                               "reason": s.reason[:1024]}
+                                              for tp, s in list(left.items())[:REPORTED_PARTITIONS]]}
+    return result
 
 
 @dataclass(frozen=True)

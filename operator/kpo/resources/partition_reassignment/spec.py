@@ -40,7 +40,8 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
                   allow_internal_topics=spec.allow_internal_topics,
                   allow_replication_factor_decrease=spec.allow_replication_factor_decrease,
                   paused=spec.execution.paused, stall_after=float(spec.execution.stall_after_seconds),
-                  cancel_on_stall=spec.execution.on_stall.value == "Cancel", cordon=_cordons(spec))
+                  cancel_on_stall=spec.execution.on_stall.value == "Cancel", cordon=_cordons(spec),
+                  leaders_away=leaders_away(spec))
 
 
 def _cordons(spec: PartitionReassignmentSpec) -> frozenset[int]:
@@ -52,6 +53,17 @@ def _cordons(spec: PartitionReassignmentSpec) -> frozenset[int]:
 
 def _demotes(spec: PartitionReassignmentSpec) -> bool:
     return spec.plan is not None and spec.plan.goal is PlanGoal.DEMOTE_BROKERS
+
+
+def leaders_away(spec: PartitionReassignmentSpec) -> frozenset[int]:
+    """The brokers that must lead no selected partition once a plan succeeded: those demoted, and ``excludeLeaders``
+    when the leadership is to follow (``electLeadersAfter``, implied by a demotion). Empty without a plan."""
+    plan = spec.plan
+    if plan is None:
+        return frozenset()
+    demoted = frozenset(plan.brokers or ()) if _demotes(spec) else frozenset()
+    electing = spec.execution.elect_leaders_after or _demotes(spec)
+    return demoted | (frozenset(plan.exclude_leaders) if electing else frozenset())
 
 
 def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
@@ -75,7 +87,8 @@ def plan_intent_of(spec: PartitionReassignmentSpec, generation: int) -> PlanInte
                       automatic=approval is not None and approval.mode.value == "Automatic",
                       approved_id=approval.proposal_id if approval is not None else None, stop=spec.stop,
                       allow_internal_topics=spec.allow_internal_topics,
-                      allow_replication_factor_decrease=spec.allow_replication_factor_decrease)
+                      allow_replication_factor_decrease=spec.allow_replication_factor_decrease,
+                      leaders_away=leaders_away(spec))
 
 
 def execution_of(spec: PartitionReassignmentSpec) -> Execution:
