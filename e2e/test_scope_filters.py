@@ -98,21 +98,27 @@ def test_excluded_leaders_lead_nothing_after_the_election_even_where_no_list_cha
     assert election["awayFrom"] == [2] and election["stillLeading"] == 0 and election["failed"] == 0, election
 
 
-def test_a_plan_that_excludes_every_broker_from_leadership_is_refused_and_changes_nothing(
-        kafka_admin: AdminClient, topic_name: str, resources: Resources) -> None:
-    # Issue 26, item E: the CRD schema cannot know the brokers; the operator refuses against the live cluster.
+@pytest.mark.parametrize(("field", "reason", "said"), [
+    ("excludeLeaders", "NoBrokerLeftToLead", "excludeLeaders names every live broker ([1, 2, 3])"),
+    ("excludeBrokers", "NoBrokerLeftToHold", "excludeBrokers names every live broker the plan could place replicas "
+                                             "on ([1, 2, 3])"),
+])
+def test_a_plan_that_excludes_every_broker_is_refused_and_changes_nothing(
+        kafka_admin: AdminClient, topic_name: str, resources: Resources, field: str, reason: str, said: str) -> None:
+    # Issue 26, item E: the CRD schema cannot know the brokers; the operator refuses against the live cluster,
+    # before any planning job starts.
     create_topic(kafka_admin, topic_name, 2, assignment=[[1, 2], [2, 3]])
     before = describe_topic(kafka_admin, topic_name)
     resources.create(KPR, "nobody", {
-        "plan": {"goal": "Rebalance", "topics": [topic_name], "excludeLeaders": [1, 2, 3]},
+        "plan": {"goal": "Rebalance", "topics": [topic_name], field: [1, 2, 3]},
         "approval": {"mode": "Automatic"}, "execution": {"electLeadersAfter": True}})
     status = resources.wait_phase(KPR, "nobody", {"Invalid", "Succeeded", "Failed", "Proposed"}, timeout=60)
     assert status["phase"] == "Invalid", status
     ready = resources.condition(KPR, "nobody", "Ready")
-    assert ready is not None and ready["reason"] == "NoBrokerLeftToLead", ready
-    assert "excludeLeaders names every live broker ([1, 2, 3])" in ready["message"], ready["message"]
+    assert ready is not None and ready["reason"] == reason, ready
+    assert said in ready["message"], ready["message"]
     time.sleep(3)  # a second tick would post a second Event: there must be none
-    refusals = [e for e in resources.events("nobody") if e.reason == "NoBrokerLeftToLead"]
+    refusals = [e for e in resources.events("nobody") if e.reason == reason]
     assert len(refusals) == 1 and refusals[0].type == "Warning", [(e.reason, e.message) for e in refusals]
     assert resources.config_map("nobody-proposal") is None, "nothing was planned"
     assert describe_topic(kafka_admin, topic_name) == before, "nothing was applied"

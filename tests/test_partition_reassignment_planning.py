@@ -163,6 +163,19 @@ def test_pending_to_invalid_when_every_live_broker_is_demoted_or_excluded_from_l
     assert d.phase is Phase.INVALID and d.problems[0].field == "spec.plan.excludeLeaders"
 
 
+def test_pending_to_invalid_when_every_broker_that_could_take_a_replica_is_excluded() -> None:
+    every = PlanRequest(goal=Goal.REBALANCE, exclude_brokers=(1, 2, 3), topics=("orders",))
+    d = decide_planning(Phase.PENDING, intent(request=every), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and d.reason == "NoBrokerLeftToHold" and not d.start_job
+    assert d.problems[0].field == "spec.plan.excludeBrokers" and "([1, 2, 3])" in d.problems[0].message
+    # Draining broker 3 with 1 and 2 excluded leaves nowhere to put its replicas either.
+    drain = PlanRequest(goal=Goal.REMOVE_BROKERS, brokers=(3,), exclude_brokers=(1, 2), topics=("orders",))
+    d = decide_planning(Phase.PENDING, intent(request=drain), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and "NoBrokerLeftToHold" in {p.reason for p in d.problems}
+    some = PlanRequest(goal=Goal.REBALANCE, exclude_brokers=(1, 2), topics=("orders",))
+    assert decide_planning(Phase.PENDING, intent(request=some), Job(JobStatus.NONE), None, view()).start_job
+
+
 DEMOTE_1 = PlanRequest(goal=Goal.DEMOTE_BROKERS, brokers=(1,), topics=("orders",))
 EMPTY = Proposal(id="e", generation=2, targets={}, basis={})
 

@@ -194,6 +194,11 @@ def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal:
         problems.append(Problem("spec.plan", "NotEnoughBrokers",
                                 f"replication factor {needed} needs {needed} brokers, but only {len(remaining)} "
                                 f"would remain ({remaining})"))
+    holders = [b for b in remaining if b not in request.exclude_brokers]
+    if remaining and not holders:
+        problems.append(Problem("spec.plan.excludeBrokers", "NoBrokerLeftToHold",
+                                f"excludeBrokers names every live broker the plan could place replicas on "
+                                f"({remaining}): no broker would be left to take a replica; exclude fewer brokers"))
     return problems
 
 
