@@ -105,6 +105,7 @@ def test_a_new_broker_gets_a_proposal_that_waits_for_approval_then_fills_it(
             "kpo.dev", "v1alpha1", namespace, "partitionreassignments")["items"] == []
 
         testbed.add_broker(NEW_BROKER, rack="rack-d")
+        assert testbed.problems() == [], "a scale-out is not a broken bed (make testbed-up wiped it, issue 26 item 8)"
         before = replicas_of(kafka_admin, topic)
         wait_for(lambda: resources.exists(KPR, PROPOSAL), 60, f"the auto-proposal {PROPOSAL}")
         created = resources.get(KPR, PROPOSAL)

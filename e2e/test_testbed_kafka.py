@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -9,7 +10,7 @@ from e2e.conftest import QUIET
 from e2e.kafka_support import create_topic, describe_topic, replicas_of, set_throttle, wait_for
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
-from kpo_testbed import Testbed
+from kpo_testbed import Testbed, UnhealthyTestbedError
 
 
 def test_produce_and_consume_1000_messages(kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str) -> None:
@@ -124,3 +125,24 @@ def test_describe_log_dirs_reports_both_dirs_of_each_node(testbed: Testbed, boot
         }
         assert set(sizes) == {0, 1, 2, 3}
         assert all(size >= 100 * 1000 for size in sizes.values()), sizes
+
+
+def test_an_unhealthy_bed_is_reported_and_never_wiped(testbed: Testbed, kafka_admin: AdminClient,
+                                                      topic_name: str) -> None:
+    """`make testbed-up` on a bed that is not healthy says what is wrong and stops: it removed every topic and
+    Kubernetes object without a word before (issue 26, item 8). Only `make testbed-down` removes data."""
+    create_topic(kafka_admin, topic_name, partitions=1, assignment=[[1, 2]])
+    pids = {name: record.pid for name, record in testbed.state.processes.items()}
+    testbed.kill_node(3)
+    try:
+        assert testbed.problems() == ["kafka-3 not started"]
+        with pytest.raises(UnhealthyTestbedError, match=r"kafka-3 not started\. Nothing was removed"):
+            Testbed.up(testbed.state_dir)
+        assert (testbed.state_dir / "data").is_dir()
+    finally:
+        testbed.start_node(3)
+    assert testbed.problems() == []
+    again = Testbed.up(testbed.state_dir)
+    assert {name: record.pid for name, record in again.state.processes.items() if name != "kafka-3"} == \
+        {name: pid for name, pid in pids.items() if name != "kafka-3"}, "the same processes, not a new bed"
+    assert topic_name in kafka_admin.list_topics(timeout=30).topics

@@ -6,6 +6,6 @@ until they are healthy, records their pids in the state directory and stops exac
 touches a process it did not start.
 """
 
-from kpo_testbed.bed import Testbed, TestbedState
+from kpo_testbed.bed import Testbed, TestbedState, UnhealthyTestbedError
 
-__all__ = ["Testbed", "TestbedState"]
+__all__ = ["Testbed", "TestbedState", "UnhealthyTestbedError"]

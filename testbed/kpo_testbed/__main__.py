@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from kpo_testbed.bed import Testbed
+from kpo_testbed.bed import Testbed, UnhealthyTestbedError
 from kpo_testbed.paths import REPO_ROOT
 from kpo_testbed.procs import is_running
 
@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "up":
         began = time.monotonic()
-        bed = Testbed.up(state_dir)
+        try:
+            bed = Testbed.up(state_dir)
+        except UnhealthyTestbedError as exc:
+            print(exc, file=sys.stderr)
+            return 1
         print(f"test bed up in {time.monotonic() - began:.1f}s: Kafka {bed.state.kafka.bootstrap_servers}, "
               f"kube-apiserver {bed.state.kube.server}")
         print(f"  . {state_dir / 'env'}")
@@ -57,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         bed.down()
         print(f"test bed in {state_dir} stopped")
     elif args.command == "status":
-        ok = bed.healthy()
+        problems = bed.problems()
         for name, record in sorted(bed.state.processes.items()):
             print(f"{name:26} pid {record.pid:<8} {'running' if is_running(record) else 'DEAD'}")
-        print("healthy" if ok else "NOT healthy")
-        return 0 if ok else 1
+        print(f"NOT healthy: {'; '.join(problems)}" if problems else "healthy")
+        return 1 if problems else 0
     elif args.command == "controller":
         print(bed.active_controller())
     elif args.command == "kill-node":

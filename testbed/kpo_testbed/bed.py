@@ -25,6 +25,10 @@ STATE_FILE = "state.json"
 ENV_FILE = "env"
 
 
+class UnhealthyTestbedError(RuntimeError):
+    """A test bed exists in the state directory but is not healthy; nothing of it was touched."""
+
+
 @dataclass
 class TestbedState:
     kafka: KafkaCluster
@@ -65,9 +69,14 @@ class Testbed:
         """Start the test bed in ``state_dir``, or return the one already running there when it is healthy."""
         existing = cls.open(state_dir)
         if existing is not None:
-            if existing.healthy():
+            problems = existing.problems()
+            if not problems:
                 return existing
-            existing.down()
+            # Its topics and Kubernetes objects may be someone's work: only `down` (make testbed-down) removes them.
+            raise UnhealthyTestbedError(
+                f"the test bed in {state_dir} is not healthy: {'; '.join(problems)}. Nothing was removed: "
+                "`make testbed-status` shows its processes; `make testbed-down` stops it and removes its data, then "
+                "`make testbed-up` starts a new one")
         binaries = Binaries.from_cache()
         missing = binaries.missing()
         if missing:
@@ -122,17 +131,29 @@ class Testbed:
             (self.state_dir / name).unlink(missing_ok=True)
 
     def healthy(self) -> bool:
-        expected = {"etcd", "kube-apiserver", "kube-controller-manager"} | {
+        return not self.problems()
+
+    def problems(self) -> list[str]:
+        """What keeps the test bed from being healthy; none when it is. Brokers started by :meth:`add_broker` count
+        as part of it while they run: a scale-out is not a broken bed."""
+        core = {"etcd", "kube-apiserver", "kube-controller-manager"} | {
             f"kafka-{n.node_id}" for n in self.state.kafka.nodes}
-        if set(self.state.processes) != expected:
-            return False
-        if not all(procs.is_running(r) for r in self.state.processes.values()):
-            return False
+        missing = sorted(core - set(self.state.processes))
+        dead = sorted(name for name, record in self.state.processes.items() if not procs.is_running(record))
+        problems = [f"{', '.join(missing)} not started"] if missing else []
+        problems += [f"{', '.join(dead)} not running"] if dead else []
+        if problems:
+            return problems
+        brokers = {int(name.removeprefix("kafka-")) for name in self.state.processes if name.startswith("kafka-")}
         try:
-            return (self.state.kube.apiserver_ready()
-                    and self.state.kafka.live_brokers() == {n.node_id for n in self.state.kafka.nodes})
-        except Exception:
-            return False
+            if not self.state.kube.apiserver_ready():
+                problems.append("kube-apiserver is not ready")
+            unregistered = sorted(brokers - self.state.kafka.live_brokers())
+        except Exception as exc:
+            return [*problems, f"Kafka does not answer ({type(exc).__name__})"]
+        if unregistered:
+            problems.append(f"Kafka broker(s) {unregistered} not registered")
+        return problems
 
     # ---------------------------------------------------------------------------------------------- Kafka nodes
 
