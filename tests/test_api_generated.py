@@ -32,10 +32,13 @@ class Defect:
 
     name: str
     apply: Apply
+    #: False for a defect only the models can see (a partition listed twice in an atomic list): the server accepts
+    #: it, the operator makes the resource Invalid.
+    at_admission: bool = True
 
 
-def defect(apply: Apply) -> Defect:
-    return Defect(apply.__name__.strip("_").replace("_", "-"), apply)
+def defect(apply: Apply, *, at_admission: bool = True) -> Defect:
+    return Defect(apply.__name__.strip("_").replace("_", "-"), apply, at_admission)
 
 
 def maybe(value: Strategy) -> Strategy:
@@ -176,7 +179,7 @@ def _with_partitions(broken: Defect) -> Defect:
             spec["partitions"] = [{"topic": "orders", "partition": 0, "replicas": [1, 2]}]
         broken.apply(spec, draw)
 
-    return Defect(broken.name, corrupt)
+    return Defect(broken.name, corrupt, broken.at_admission)
 
 
 def _with_plan(broken: Defect) -> Defect:
@@ -246,7 +249,7 @@ REASSIGNMENT_DEFECTS: tuple[Defect, ...] = (
     _with_partitions(set_at(("partitions", 0, "logDirs"), st.sampled_from([["rel"], [], ["any"] * 65]))),
     _with_partitions(set_at(("partitions",), st.just([]))),
     _with_partitions(defect(_mismatched_log_dirs)),
-    _with_partitions(defect(_duplicate_first_partition)),
+    _with_partitions(defect(_duplicate_first_partition, at_admission=False)),
     _with_partitions(defect(_proposal_without_plan)),
     defect(_both_targets),
     _with_partitions(delete_at("partitions")),
@@ -334,10 +337,16 @@ def _unclean_scheduled(spec: dict[str, Any], draw: st.DrawFn) -> None:
     spec.update(electionType="Unclean", schedule={"interval": "1h"})
 
 
+def _same_partition_twice(spec: dict[str, Any], _draw: st.DrawFn) -> None:
+    spec.pop("topics", None)
+    spec.pop("topicPattern", None)
+    spec["partitions"] = [{"topic": "a", "partition": 1}, {"topic": "a", "partition": 1}]
+
+
 ELECTION_DEFECTS: tuple[Defect, ...] = (
     set_at(("topics",), st.sampled_from([[], ["orders", "orders"], ["bad topic"]])),
-    set_at(("partitions",), st.sampled_from([[], [{"topic": "a", "partition": -1}], [{"topic": "a"}],
-                                             [{"topic": "a", "partition": 1}, {"topic": "a", "partition": 1}]])),
+    set_at(("partitions",), st.sampled_from([[], [{"topic": "a", "partition": -1}], [{"topic": "a"}]])),
+    defect(_same_partition_twice, at_admission=False),
     defect(_two_selectors),
     defect(_unclean_everything),
     defect(_unclean_scheduled),

@@ -65,7 +65,8 @@ P = TypeVar("P", bound=_PartitionKeyed)
 
 
 def require_one_entry_per_partition(entries: list[P] | None) -> list[P] | None:
-    """Python twin of the server's list-map check on the keys (topic, partition)."""
+    """One entry per (topic, partition). The lists are atomic (see ``LIST_ATOMIC``), so only the models check this:
+    a partition listed twice makes the resource Invalid, and nothing is sent to Kafka."""
     seen: set[tuple[str, int]] = set()
     for entry in entries or ():
         key = (entry.topic, entry.partition)

@@ -25,6 +25,7 @@ from kpo.api.common import (
     require_one_entry_per_partition,
 )
 from kpo.api.schema import (
+    LIST_ATOMIC,
     MAX_REPLICAS,
     ApiModel,
     BrokerSet,
@@ -121,7 +122,7 @@ class Plan(ApiModel):
     )
     topic_pattern: TopicPattern | None = Field(
         default=None,
-        description="Regular expression (Python syntax) that a topic's whole name must match to be included. "
+        description="Regular expression (RE2 syntax) that a topic's whole name must match to be included. "
         "Exclusive with topics.",
     )
     exclude_topics: TopicSet = Field(
@@ -130,7 +131,7 @@ class Plan(ApiModel):
     )
     exclude_topic_pattern: TopicPattern | None = Field(
         default=None,
-        description="Regular expression (Python syntax): topics whose whole name matches are never moved, even if "
+        description="Regular expression (RE2 syntax): topics whose whole name matches are never moved, even if "
         "topics or topicPattern select them.",
     )
     exclude_brokers: BrokerSet = Field(
@@ -391,7 +392,7 @@ class PartitionReassignmentSpec(ApiModel):
         max_length=MAX_EXPLICIT_PARTITIONS,
         description="Explicit targets, one entry per partition (the partitions array of kafka-reassign-partitions' "
         "JSON). Executed without approval. Exclusive with plan.",
-        json_schema_extra=list_map("topic", "partition"),
+        json_schema_extra=LIST_ATOMIC,
     )
     plan: Plan | None = Field(
         default=None,

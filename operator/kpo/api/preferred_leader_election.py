@@ -26,6 +26,7 @@ from kpo.api.common import (
     require_one_entry_per_partition,
 )
 from kpo.api.schema import (
+    LIST_ATOMIC,
     ApiModel,
     BrokerSet,
     ObjectName,
@@ -34,7 +35,6 @@ from kpo.api.schema import (
     StatusModel,
     TopicPattern,
     TopicSet,
-    list_map,
 )
 
 #: A Go-style duration restricted to hours, minutes and seconds ("15m", "1h30m", "90s"), which CEL's duration() and
@@ -99,13 +99,13 @@ class PreferredLeaderElectionSpec(ApiModel):
     topic_pattern: TopicPattern | None = Field(
         default=None,
         description="Elect leaders for every partition of the topics whose whole name matches this regular "
-        "expression (Python syntax).",
+        "expression (RE2 syntax).",
     )
     partitions: Annotated[list[TopicPartition], AfterValidator(require_one_entry_per_partition)] | None = Field(
         default=None,
         min_length=1,
         description="Elect leaders for exactly these partitions.",
-        json_schema_extra=list_map("topic", "partition"),
+        json_schema_extra=LIST_ATOMIC,
     )
     election_type: ElectionType = Field(
         default=ElectionType.PREFERRED,
