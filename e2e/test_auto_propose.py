@@ -105,9 +105,15 @@ def test_a_new_broker_gets_a_proposal_that_waits_for_approval_then_fills_it(
             "kpo.dev", "v1alpha1", namespace, "partitionreassignments")["items"] == []
 
         testbed.add_broker(NEW_BROKER, rack="rack-d")
+        registered = time.monotonic()  # add_broker returns once DescribeCluster lists the broker
         assert testbed.problems() == [], "a scale-out is not a broken bed (make testbed-up wiped it, issue 26 item 8)"
         before = replicas_of(kafka_admin, topic)
-        wait_for(lambda: resources.exists(KPR, PROPOSAL), 60, f"the auto-proposal {PROPOSAL}")
+        wait_for(lambda: resources.exists(KPR, PROPOSAL), 60, f"the auto-proposal {PROPOSAL}", interval=0.2)
+        # docs/api.md: within settleSeconds (3) + intervalSeconds (1) of the registration, plus a look's requests;
+        # 10 s of room for a loaded CI machine.
+        took = time.monotonic() - registered
+        print(f"auto-proposal {took:.1f} s after the registration was seen (settle 3 s, interval 1 s)")
+        assert took <= 3 + 1 + 10, took
         created = resources.get(KPR, PROPOSAL)
         assert created["metadata"]["labels"]["kpo.dev/auto-propose"] == "add-brokers"
         assert "4 (rack rack-d)" in created["metadata"]["annotations"]["kpo.dev/reason"]

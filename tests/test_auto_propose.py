@@ -321,3 +321,17 @@ def test_a_broker_filled_by_an_add_proposal_that_dies_is_proposed_for_removal() 
         clock.now = t
         w.run_due()
     assert len(store.created) == 2
+
+
+def test_the_proposal_comes_when_the_settle_time_runs_out_not_an_interval_later() -> None:
+    # Interval 30 s, settle 45 s: broker 4 first seen at t=0. With looks only every 30 s the settle time ran out
+    # between looks (t=45) and the proposal waited for the look at t=60 (issue 26, item 7).
+    kafka, store, clock = three_brokers(), Store(), Clock()
+    w = watcher(kafka, store, clock, settleSeconds=45)
+    assert w.run_due() == 30
+    clock.now = 30
+    assert w.run_due() == 15, "the next look is due when the settle time runs out"
+    clock.now = 45
+    w.run_due()
+    assert [b["metadata"]["name"] for b in store.created] == ["auto-add-brokers-default-4"]
+    assert w.run_due() == 30, "nothing waits: back to the interval"

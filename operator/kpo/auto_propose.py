@@ -96,6 +96,16 @@ class BrokerChangeWatcher(ClusterLoop):
     def attempt(self, name: str) -> None:
         self.look(name, self._states[name])
 
+    def wake_at(self, name: str) -> float | None:
+        """When the first waiting broker's settle time (or a dead broker's wait) runs out: the look that proposes it
+        is then taken at that moment, so a proposal comes settleSeconds after kpo first saw the broker, not up to an
+        interval later."""
+        settings, state = self._settings[name], self._states[name]
+        deadlines = [first + settings.settle_seconds for first in state.empty_since.values()]
+        if settings.remove_dead_after_seconds > 0:
+            deadlines += [first + settings.remove_dead_after_seconds for first in state.dead_since.values()]
+        return min(deadlines, default=None)
+
     def start(self) -> None:
         super().start()
         self._log.info("auto-propose: watching the brokers of %s every %g s", ", ".join(self._states), self.interval)

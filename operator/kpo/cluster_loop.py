@@ -62,6 +62,11 @@ class ClusterLoop:
     def on_failure(self, name: str) -> None:
         """Called after each failed attempt."""
 
+    def wake_at(self, name: str) -> float | None:
+        """A moment (on the loop's clock) before the next interval when cluster ``name`` is due anyway, or None:
+        a deadline an attempt set (a settle time running out) is met when it falls, not up to an interval late."""
+        return None
+
     def backoff(self, failures: int) -> float:
         """The wait after the ``failures``-th failed attempt in a row."""
         return float(min(max(self.interval, MAX_BACKOFF_SECONDS), self.interval * 2 ** min(failures, 32)))
@@ -96,7 +101,8 @@ class ClusterLoop:
                     name, self._wording.failed, type(exc).__name__, str(exc)[:300], self._wording.kept, wait,
                     self.backoff(64), self._wording.succeeds, exc_info=None if known else exc)
             return
-        state.due = began + self.interval
+        wake = self.wake_at(name)
+        state.due = began + self.interval if wake is None else min(began + self.interval, wake)
         if state.outage_since is not None:
             self._log.warning("cluster %r: %s after %.0f s (%d failed attempt(s))", name, self._wording.recovered,
                               self._clock() - state.outage_since, state.failures)
