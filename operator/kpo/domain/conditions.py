@@ -9,8 +9,9 @@ API conventions require.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from kpo.domain.clock import rfc3339
@@ -58,6 +59,17 @@ class Event:
     type: str  # Normal | Warning
     reason: str
     message: str
+
+
+class IllegalTransitionError(RuntimeError):
+    """A life cycle decided a phase its transition map does not allow: a bug in kpo, never the user's input."""
+
+
+def check_transition(transitions: Mapping[Any, Collection[Any]], before: StrEnum, after: StrEnum) -> None:
+    """Raise unless ``before -> after`` is on the life cycle's diagram (its ``TRANSITIONS`` map). A raise, not an
+    ``assert``, so the guard holds under ``python -O`` too, as Cruise Control's executor checks its task states."""
+    if after not in transitions.get(before, ()):
+        raise IllegalTransitionError(f"illegal transition {before.value} -> {after.value}")
 
 
 def transition_event(before: str, after: str, reason: str, message: str, *, warning: bool) -> Event:

@@ -83,7 +83,7 @@ from dataclasses import dataclass, field, replace
 from kpo.api import INTERNAL_TOPICS, ReassignmentPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate, Event, transition_event
+from kpo.domain.conditions import ConditionUpdate, Event, check_transition, transition_event
 from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
 from kpo.domain.problems import Problem, summarize
@@ -265,7 +265,7 @@ def decide(intent: Intent, memory: Memory, observed: Observation, admit: Admit =
     if phase in TERMINAL and intent.generation != memory.observed_generation:
         phase = Phase.PENDING
     decision = _watch_stalls(intent, memory, observed, _HANDLERS[phase](intent, memory, observed, admit))
-    assert decision.phase in TRANSITIONS[phase], f"illegal transition {phase.value} -> {decision.phase.value}"
+    check_transition(TRANSITIONS, phase, decision.phase)
     if decision.phase is not memory.phase:
         event = transition_event(memory.phase, decision.phase, decision.reason, decision.message,
                                  warning=decision.phase in (Phase.FAILED, Phase.INVALID))

@@ -83,7 +83,7 @@ from kpo.api.topic_pattern import matching
 from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
-from kpo.domain.conditions import ConditionUpdate, Event, transition_event
+from kpo.domain.conditions import ConditionUpdate, Event, check_transition, transition_event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
 from kpo.domain.problems import Problem, summarize
 
@@ -466,7 +466,7 @@ def _preferred(view: ClusterView, tp: TopicPartition) -> int | None:
 
 
 def _check(before: Phase, after: Phase) -> None:
-    assert after in TRANSITIONS[before], f"illegal transition {before.value} -> {after.value}"
+    check_transition(TRANSITIONS, before, after)
 
 
 def _transition_event(before: Phase, decision: Decision) -> Event:

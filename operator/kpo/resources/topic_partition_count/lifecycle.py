@@ -64,7 +64,7 @@ from itertools import islice
 from kpo.api.topic_partition_count import MAX_NEW_PARTITIONS, PartitionCountPhase
 from kpo.domain import access
 from kpo.domain import conditions as cond
-from kpo.domain.conditions import ConditionUpdate, Event, transition_event
+from kpo.domain.conditions import ConditionUpdate, Event, check_transition, transition_event
 from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
@@ -378,8 +378,8 @@ def _explicit_problems(intent: Intent, observed: Observation, current: int) -> l
 
 
 def _checked(effective: Phase, memory: Memory, decision: Decision) -> Decision:
-    """Assert the transition is on the diagram; post an Event when the phase or its reason changed."""
-    assert decision.phase in TRANSITIONS[effective], f"illegal transition {effective.value} -> {decision.phase.value}"
+    """Check the transition is on the diagram; post an Event when the phase or its reason changed."""
+    check_transition(TRANSITIONS, effective, decision.phase)
     if (decision.phase, decision.reason) == (memory.phase, memory.reason) and effective is memory.phase:
         return decision
     warning = decision.phase in (Phase.FAILED, Phase.INVALID) or decision.reason == NOT_ENOUGH_BROKERS
