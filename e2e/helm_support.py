@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from e2e.conftest import SESSION
 from e2e.operator_support import OperatorProcess
 from kpo_testbed import Testbed, procs
 from kpo_testbed.kube import KubeControlPlane
@@ -107,6 +108,35 @@ def installed(testbed: Testbed, namespace: str, values: dict[str, Any], tmp: Pat
     finally:
         helm(testbed, "uninstall", name, "-n", namespace, "--wait", "--timeout", "60s", check=False,
              kubeconfig=kubeconfig)
+
+
+#: Pod Security admission's restricted profile: any pod of the namespace that breaks one of its rules is refused.
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
+              "pod-security.kubernetes.io/enforce-version": "latest"}
+
+
+@contextlib.contextmanager
+def installed_on_node(testbed: Testbed, operator_image: str, api_client: client.ApiClient, tmp: Path,
+                      values: dict[str, Any]) -> Iterator[tuple[Release, str]]:
+    """kpo's chart with the operator image built from HEAD, in a new namespace of the restricted profile that the
+    release watches, against the test bed's Kafka as pods reach it; ``values`` go over those. The namespace is deleted
+    afterwards."""
+    namespace = f"e2en-{SESSION}-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(api_client)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace, labels=RESTRICTED)))
+    image, _, tag = operator_image.rpartition(":")
+    chart_values = {
+        "image": {"repository": image, "tag": tag, "pullPolicy": "Never"},
+        "watchNamespaces": [namespace],
+        "kafka": {"clusters": {"default": {"bootstrapServers": testbed.state.kafka.pods_bootstrap_servers}}},
+        "operator": {"pollIntervalSeconds": 1},
+        **values,
+    }
+    try:
+        with installed(testbed, namespace, chart_values, tmp) as release:
+            yield release, namespace
+    finally:
+        core.delete_namespace(namespace)
 
 
 @dataclass

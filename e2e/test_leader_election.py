@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,8 +22,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
-from e2e.conftest import SESSION
-from e2e.helm_support import Release, installed, kubectl
+from e2e.helm_support import Release, installed_on_node, kubectl
 from e2e.kafka_support import broker_rate, create_topic, replicas_of, topic_list
 from e2e.kube_support import Resources, wait_until
 from e2e.reassignment_support import fill, spec_partitions
@@ -33,8 +31,6 @@ from kpo_testbed import Testbed
 from kpo_testbed.node import NodeImages
 
 KPR = "PartitionReassignment"
-RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
-              "pod-security.kubernetes.io/enforce-version": "latest"}
 TAKEOVER_LIMIT = 15.0
 # The limits the moves run under: at most 2 at once, 1 copying into any one broker.
 LIMITS = {"maxMoves": 2, "maxMovesPerBroker": 2, "maxMovesPerBrokerDirection": 1}
@@ -79,24 +75,15 @@ class Pair:
 @pytest.fixture(scope="module")
 def pair(testbed: Testbed, node_images: NodeImages, kpo_crds: None, api_client: client.ApiClient,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    namespace = f"e2en-{SESSION}-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api_client)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace, labels=RESTRICTED)))
-    image, _, tag = node_images.operator.rpartition(":")
     values = {
-        "image": {"repository": image, "tag": tag, "pullPolicy": "Never"},
-        "watchNamespaces": [namespace],
-        "kafka": {"clusters": {"default": {"bootstrapServers": testbed.state.kafka.pods_bootstrap_servers}}},
-        "operator": {"pollIntervalSeconds": 1},
         "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
         # The balance sampler's DescribeLogDirs rounds would only add load to a shared machine.
         "metrics": {"balanceScore": {"intervalSeconds": 0}},
     }
-    try:
-        with installed(testbed, namespace, values, tmp_path_factory.mktemp("leader-election")) as release:
-            yield Pair(release, Resources(api_client, namespace), core, client.CoordinationV1Api(api_client))
-    finally:
-        core.delete_namespace(namespace)
+    with installed_on_node(testbed, node_images.operator, api_client, tmp_path_factory.mktemp("leader-election"),
+                           values) as (release, namespace):
+        yield Pair(release, Resources(api_client, namespace), client.CoreV1Api(api_client),
+                   client.CoordinationV1Api(api_client))
 
 
 @dataclass

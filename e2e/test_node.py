@@ -10,7 +10,6 @@ loopback where the test bed listens. The chart's values are a user's: image, Kaf
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
-from e2e.conftest import SESSION
-from e2e.helm_support import Release, installed, kubectl
+from e2e.helm_support import RESTRICTED, Release, installed_on_node, kubectl
 from e2e.kafka_support import broker_rate, create_topic, replicas_of, topic_list
 from e2e.kube_support import Resources, wait_until
 from e2e.reassignment_support import fill, spec_partitions
@@ -30,8 +28,6 @@ from kpo_testbed.node import NODE_NAME, NodeImages
 KPR = "PartitionReassignment"
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 OPERATOR_UID = 10001
-RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
-              "pod-security.kubernetes.io/enforce-version": "latest"}
 
 
 @dataclass
@@ -60,26 +56,14 @@ class ChartOperator:
 @pytest.fixture(scope="module")
 def chart_operator(testbed: Testbed, node_images: NodeImages, kpo_crds: None, api_client: client.ApiClient,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartOperator]:
-    namespace = f"e2en-{SESSION}-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api_client)
-    # Pod Security admission refuses any pod of the namespace that breaks a rule of the restricted profile.
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace, labels=RESTRICTED)))
-    image, _, tag = node_images.operator.rpartition(":")
     values = {
-        "image": {"repository": image, "tag": tag, "pullPolicy": "Never"},
-        "watchNamespaces": [namespace],
-        "kafka": {"clusters": {"default": {"bootstrapServers": testbed.state.kafka.pods_bootstrap_servers}}},
-        "operator": {"pollIntervalSeconds": 1},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
         # One pod, so "the" operator pod is the one acting; two replicas are e2e/test_leader_election.py's.
         "replicaCount": 1,
     }
-    tmp = tmp_path_factory.mktemp("chart-operator")
-    try:
-        with installed(testbed, namespace, values, tmp) as release:
-            yield ChartOperator(release, Resources(api_client, namespace), core)
-    finally:
-        core.delete_namespace(namespace)
+    with installed_on_node(testbed, node_images.operator, api_client, tmp_path_factory.mktemp("chart-operator"),
+                           values) as (release, namespace):
+        yield ChartOperator(release, Resources(api_client, namespace), client.CoreV1Api(api_client))
 
 
 def _slow_topic(admin: AdminClient, bootstrap_servers: str, topic: str) -> dict[int, list[int]]:
