@@ -25,6 +25,7 @@ from kpo.api import (
     Conflict,
     CordonedBroker,
     CordonStatus,
+    Duration,
     ElectionPhase,
     ElectionRun,
     InFlightMove,
@@ -90,8 +91,9 @@ FULL_STATUS: dict[str, StatusModel] = {
                             unavailable="Kafka refused to cordon broker 5: CLUSTER_AUTHORIZATION_FAILED"),
         proposal=Proposal(id="p-7f3a9c2e41", created_at=T0, config_map="rebalance-proposal", partitions=30,
                           replica_moves=45, bytes_to_move=2**41, leader_changes=10, estimated_seconds=5400,
-                          estimate_floor_seconds=5000,
+                          estimate_at_throttle_seconds=5000,
                           estimate_note="at 52428800 B/s per broker and direction, polling every 30 s"),
+        duration=Duration(estimated_seconds=5400, took_seconds=4860, summary="took 4860 s, 0.90 x the estimate"),
         skipped=[SkippedPartition(topic="orders", partition=5, reason="TopicDeleted")],
         leader_election=LeaderElectionResult(
             elected=8, already_preferred=20, failed=2, away_from=[2], still_leading=1,

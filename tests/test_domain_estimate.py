@@ -23,13 +23,13 @@ def move(index: int, current: tuple[int, ...], target: tuple[int, ...], size: in
 
 def test_one_move_takes_its_bytes_over_the_throttle() -> None:
     found = estimate([move(0, (1, 2), (1, 3))], Execution(throttle=RATE), poll_interval=10)
-    assert found.seconds == pytest.approx(GB / RATE) and found.floor_seconds == pytest.approx(GB / RATE)
+    assert found.seconds == pytest.approx(GB / RATE) and found.at_throttle_seconds == pytest.approx(GB / RATE)
     assert "50000000 B/s" in found.note
 
 
 def test_without_a_throttle_kpo_does_not_guess() -> None:
     found = estimate([move(0, (1, 2), (1, 3))], Execution(), poll_interval=10)
-    assert found.seconds is None and found.floor_seconds is None and "execution.throttle" in found.note
+    assert found.seconds is None and found.at_throttle_seconds is None and "execution.throttle" in found.note
 
 
 def test_a_reorder_copies_nothing_and_takes_no_time() -> None:
@@ -42,11 +42,11 @@ def test_one_move_at_a_time_waits_for_the_poll_unless_refilled_between_polls() -
     one_at_a_time = Execution(limits=Limits(max_moves=1), throttle=RATE)
     polled = estimate(moves, one_at_a_time, poll_interval=30)
     assert polled.seconds == pytest.approx(30 + 20), "the second move starts at the poll after 20 s"
-    assert polled.floor_seconds == pytest.approx(40), "broker 1 sends both"
+    assert polled.at_throttle_seconds == pytest.approx(40), "broker 1 sends both"
     refilled = estimate(moves, one_at_a_time, poll_interval=30, refill=RefillPolicy(poll_interval=30),
                         pass_seconds=0.1)
     assert polled.seconds is not None and refilled.seconds is not None
-    assert refilled.floor_seconds == pytest.approx(40)
+    assert refilled.at_throttle_seconds == pytest.approx(40)
     assert 40 <= refilled.seconds < polled.seconds
 
 
@@ -64,7 +64,7 @@ def test_incremental_moves_are_chains_of_steps() -> None:
 def test_past_the_simulation_limit_only_the_floor_is_stated() -> None:
     moves = [move(i, (1, 2), (1, 3)) for i in range(5)]
     found = estimate(moves, Execution(throttle=RATE), poll_interval=10, limit=4)
-    assert found.seconds is None and found.floor_seconds == pytest.approx(5 * 20)
+    assert found.seconds is None and found.at_throttle_seconds == pytest.approx(5 * 20)
     assert "more than the 4" in found.note
 
 

@@ -3,6 +3,7 @@ accepts, and reading it back gives the life cycle exactly the memory it needs fo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -67,6 +68,33 @@ def test_the_start_time_survives_the_ticks_that_follow() -> None:
     assert later["progress"]["startedAt"] == first["progress"]["startedAt"]
     ready = next(c for c in later["conditions"] if c["type"] == "Ready")
     assert ready["lastTransitionTime"] == "2026-03-01T09:30:00Z", "unchanged conditions keep their time"
+
+
+def test_a_finished_plan_sets_how_long_it_took_against_its_estimate() -> None:
+    # Issue 26, item 4: the estimate the proposal stated stays, and the tick that finds the moves ended writes
+    # status.duration beside it, once.
+    intent, decision, view = executing()
+    proposal = {"id": "p-1", "estimatedSeconds": 121, "estimateAtThrottleSeconds": 120,
+                "estimateNote": "...; Kafka will likely finish sooner than the throttle alone allows: broker 3 ..."}
+    running = pr_status.status_of({"proposal": proposal}, intent, decision, view, recorded_originals={},
+                                  owned={P0: (2, 3, 4)}, failures={}, rollback_name=None, now=NOW)
+    assert "duration" not in running
+    done = replace(decision, phase=pr.Phase.SUCCEEDED)
+    finished = pr_status.status_of({**running, "proposal": proposal}, intent, done, view, recorded_originals={},
+                                   owned={}, failures={}, rollback_name=None, now=NOW + timedelta(seconds=38))
+    assert finished["duration"] == {
+        "estimatedSeconds": 121, "tookSeconds": 38,
+        "summary": "took 38 s, 0.31 x the estimate of 121 s (120 s of bytes over the throttle); the proposal "
+                   "expected Kafka's replication quota to let the moves through sooner"}
+    assert read_back(PartitionReassignmentStatus, finished)["duration"] == finished["duration"]
+    again = pr_status.status_of({**finished, "proposal": proposal}, intent, done, view, recorded_originals={},
+                                owned={}, failures={}, rollback_name=None, now=NOW + timedelta(seconds=90))
+    assert "duration" not in again, "written once: a later tick does not stretch it"
+
+
+def test_a_plan_without_an_estimate_has_no_duration() -> None:
+    assert pr_status.duration_status({"id": "p-1", "estimateNote": "no estimate without execution.throttle"},
+                                     40) is None
 
 
 def test_a_reassignment_claims_what_it_wants_and_holds_and_its_throttle_keeps_it_live() -> None:

@@ -602,14 +602,27 @@ class Proposal(StatusModel):
     leader_changes: int = Field(default=0, ge=0, description="Partitions whose preferred leader changes.")
     estimated_seconds: int | None = Field(
         default=None, ge=0, description="How long the moves should take at execution.throttle under its order and "
-        "limits (kpo's scheduler on the fluid model of throttled replication, no writes assumed); compare with "
-        "progress.elapsedSeconds. Unset: see estimateNote."
+        "limits (kpo's scheduler on the fluid model of throttled replication, no writes assumed). An expectation, "
+        "not a bound either way: Kafka's windowed quota can beat it (estimateNote says when it likely will). "
+        "status.duration sets it against the run. Unset: see estimateNote."
     )
-    estimate_floor_seconds: int | None = Field(
-        default=None, ge=0, description="The bound from the bytes alone: the busiest broker's bytes in or out over "
-        "the throttle. No schedule is faster."
+    estimate_at_throttle_seconds: int | None = Field(
+        default=None, ge=0, description="The busiest broker's bytes in or out over the throttle: what the bytes "
+        "take if Kafka holds every broker to the throttle at every instant. Not a bound: Kafka's quota lets up to "
+        "replica.fetch.max.bytes per partition through per fetch and forgets what exceeds its window."
     )
-    estimate_note: str = Field(default="", description="What the estimate assumes, or why there is none.")
+    estimate_note: str = Field(default="", description="What the estimate assumes, or why there is none; whether "
+                               "Kafka's quota will likely let the moves finish sooner, and through which broker.")
+
+
+class Duration(StatusModel):
+    """Estimate against actual, once the moves of a generated plan have ended."""
+
+    estimated_seconds: int = Field(ge=0, description="proposal.estimatedSeconds of the proposal that ran.")
+    took_seconds: int = Field(ge=0, description="Seconds from the first move kpo submitted to the look that found "
+                              "the last one ended (progress.elapsedSeconds when it finished).")
+    summary: str = Field(default="", max_length=1024, description='E.g. "took 38 s, 0.31 x the estimate of 121 s", '
+                         "with the reason the proposal gave when Kafka was expected to beat it.")
 
 
 class InFlightMove(StatusModel):
@@ -731,6 +744,10 @@ class PartitionReassignmentStatus(StatusBase):
         default=None, description="KIP-1066 cordons this resource holds on the brokers it drains (plan.cordon)."
     )
     proposal: Proposal | None = Field(default=None, description="The current generated proposal.")
+    duration: Duration | None = Field(
+        default=None, description="Generated plans with an estimate: how long the moves took against "
+        "proposal.estimatedSeconds, once they have ended (Succeeded)."
+    )
     skipped: list[SkippedPartition] = Field(default_factory=list, description="Partitions a revert did not touch.")
     leader_election: LeaderElectionResult | None = Field(
         default=None, description="Result of electLeadersAfter."

@@ -31,7 +31,10 @@ during a move, disk contention beyond the throttle, the bytes in-sync followers 
 throttle), and the time Kafka needs to accept a submission (milliseconds against the minutes a move takes).
 
 The floor a schedule is measured against is the bound from the bytes alone: every byte a broker sends or receives
-passes its throttle, so no schedule ends before max over brokers of max(bytes in, bytes out) / throttle. Counting the
+passes its throttle, so no schedule ends before max over brokers of max(bytes in, bytes out) / throttle. That is a
+floor of this model, not of Kafka: Kafka's quota is a rate over a window of 11 s that lets a fetch of up to 1 MiB
+per partition through before it charges it, and forgets what exceeds the window, so a real run with many
+partitions in flight can beat it (:mod:`kpo.domain.quota`; docs/api.md, "What the estimate promises"). Counting the
 writes gives a stronger bound: a move whose partition is written at w bytes/s copies at least size * T / (T - w)
 bytes even if it has its brokers to itself, which `floor_with_writes` sums the same way.
 """

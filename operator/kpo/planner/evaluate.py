@@ -18,8 +18,8 @@ from kpo.domain.plan_contract import METRICS_FILE
 from kpo.planner import moves, storage
 from kpo.planner.cluster import Cluster
 from kpo.planner.job import session
-from kpo.planner.plan import checkpoint, measure, rack_bound, read_snapshot, referenced_brokers, selected_factors
-from kpo.planner.prepare import to_state
+from kpo.planner.plan import checkpoint, measure, read_snapshot, referenced_brokers, selected_factors
+from kpo.planner.prepare import rack_bound, to_state
 from kpo.planner.schemas import STATE_COLUMNS
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster.of(snapshot.request, snapshot.brokers, referenced_brokers(partitions))
         state = checkpoint(to_state(partitions, snapshot.request, cluster))
         initial = moves.broker_stats(state, cluster)
-        closed = rack_bound(cluster, selected_factors(state)[0])
+        closed = rack_bound(state, cluster, selected_factors(state)[0])
         assigned = storage.read_assignment(spark, args.assignment).withColumnRenamed("replicas", "assigned")
         target = (state.join(assigned, ["topic", "partition"], "left")
                   .withColumn("replicas", F.coalesce("assigned", "original")).select(*STATE_COLUMNS))

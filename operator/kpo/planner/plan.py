@@ -41,7 +41,7 @@ from kpo.planner import leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.demote import demote, lead_elsewhere
 from kpo.planner.flow import handovers
-from kpo.planner.prepare import offline_partitions, to_state
+from kpo.planner.prepare import offline_partitions, rack_bound, to_state
 from kpo.planner.rounds import (
     BrokerStats,
     RoundPlan,
@@ -235,7 +235,7 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     if max_rf > len(holders):
         raise PlanError(f"a selected partition needs {max_rf} replicas but only {len(holders)} "
                         f"brokers can hold them: {sorted(holders)}")
-    closed = rack_bound(cluster, min_rf)
+    closed = rack_bound(state, cluster, min_rf)
     run = _Rounds(state, cluster, request, closed)
     initial = run.stats
     lb_bytes, lb_replicas = quality.lower_bounds(initial, cluster, request.tolerance, closed=closed)
@@ -277,12 +277,6 @@ def selected_factors(state: DataFrame) -> tuple[int, int]:
                       F.max(F.when(F.col("selected"), F.size("replicas"))).alias("max_rf")).first()
     assert shape is not None
     return int(shape["min_rf"] or 0), int(shape["max_rf"] or 0)
-
-
-def rack_bound(cluster: Cluster, min_rf: int) -> bool:
-    """Every selected partition holds a replica in every rack: no replica can change rack, each rack balances on
-    its own."""
-    return cluster.rack_mode and min_rf >= cluster.rack_count
 
 
 def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial: Mapping[int | None, BrokerStats],

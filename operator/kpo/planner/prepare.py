@@ -103,3 +103,26 @@ def to_state(partitions: DataFrame, request: PlanRequest, cluster: Cluster,
         F.col("replicas").alias("original"),
         replicas.cast("array<int>").alias("replicas"),
     ).select(*STATE_COLUMNS)
+
+
+def rack_bound(state: DataFrame, cluster: Cluster, min_rf: int) -> bool:
+    """Whether no selected replica can change rack, so that each rack balances on its own (the rounds fill rack by
+    rack, and the movement lower bound is the sum of the racks' bounds).
+
+    That needs every selected partition to hold its full share in every rack taking part: as many replicas as the
+    racks allow in each (a replication factor that is a multiple of the racks taking part), and no replica outside
+    those racks. A replica on a broker that takes no part in a rack of its own (``excludeBrokers``, a ``Rebalance``
+    naming other brokers, a dead broker) leaves a rack taking part that the partition does not hold, and its other
+    replicas may move there: with brokers 1, 2, 3 in racks a, b, c and broker 3 excluded, ``[1, 3]`` may become
+    ``[2, 3]``, and a per-rack bound of 0 would be no bound. Replicas still to be created and replicas on removed
+    brokers must move anyway and are placed as forced moves, so they do not open a rack.
+    """
+    racks = cluster.rack_count
+    if not cluster.rack_mode or min_rf < racks:
+        return False
+    domain = table(cluster.domain_of, "int")
+    taking_part = members(cluster.domains)
+    removed = members(cluster.removed)
+    outside = F.exists("replicas", lambda b: b.isNotNull() & ~removed.has(b) & ~taking_part.has(domain[b]))
+    open_rack = F.col("selected") & ((F.size("replicas") % F.lit(racks) != 0) | outside)
+    return state.filter(open_rack).limit(1).count() == 0

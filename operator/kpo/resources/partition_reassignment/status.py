@@ -151,6 +151,8 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
         if started:
             status["progress"]["startedAt"] = rfc3339(started)
             status["progress"]["elapsedSeconds"] = int(elapsed)
+        if started and decision.phase is Phase.SUCCEEDED and previous.get("phase") != Phase.SUCCEEDED.value:
+            status["duration"] = duration_status(previous.get("proposal") or {}, int(elapsed))
     elif old_progress:
         status["progress"] = dict(old_progress)
     return write(status)
@@ -184,8 +186,25 @@ def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, n
         "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes}
     if estimate is not None:
         written |= {"estimatedSeconds": _whole(estimate.seconds),
-                    "estimateFloorSeconds": _whole(estimate.floor_seconds), "estimateNote": estimate.note[:1024]}
+                    "estimateAtThrottleSeconds": _whole(estimate.at_throttle_seconds),
+                    "estimateNote": estimate.note[:1024]}
     return written
+
+
+def duration_status(proposal: Mapping[str, Any], took_seconds: int) -> dict[str, Any] | None:
+    """``status.duration``: the estimate of the proposal that ran against how long its moves took (``None``: the
+    proposal stated no estimate, and there is nothing to compare)."""
+    estimated = proposal.get("estimatedSeconds")
+    if estimated is None:
+        return None
+    ratio = f"{took_seconds / estimated:.2f} x the estimate of {estimated} s" if estimated else "estimated 0 s"
+    at_throttle = proposal.get("estimateAtThrottleSeconds")
+    summary = f"took {took_seconds} s, {ratio}"
+    if at_throttle is not None:
+        summary += f" ({at_throttle} s of bytes over the throttle)"
+    if "finish sooner" in str(proposal.get("estimateNote", "")):
+        summary += "; the proposal expected Kafka's replication quota to let the moves through sooner"
+    return {"estimatedSeconds": estimated, "tookSeconds": took_seconds, "summary": summary[:1024]}
 
 
 def _whole(seconds: float | None) -> int | None:
