@@ -82,7 +82,8 @@ FULL_STATUS: dict[str, StatusModel] = {
         failures=[_failure()],
         conflicts=[Conflict(topic="orders", partition=4, holder="external")],
         rollback_config_map="orders-explicit-rollback",
-        in_flight=[InFlightMove(topic="orders", partition=1, replicas=[2, 3], copied_bytes=2**30, progress_at=T0)],
+        in_flight=[InFlightMove(topic="orders", partition=1, replicas=[2, 3], copied_bytes=2**30, progress_at=T0,
+                                   down=[3])],
         throttle=ThrottleStatus(rate=10485760, brokers=[1, 2, 3],
                                 topics=[ThrottledTopic(topic="orders", leader=["1:1", "1:2"], follower=["1:3"])]),
         cordon=CordonStatus(brokers=[CordonedBroker(broker=4, previous="/data/a")],
@@ -94,7 +95,7 @@ FULL_STATUS: dict[str, StatusModel] = {
         skipped=[SkippedPartition(topic="orders", partition=5, reason="TopicDeleted")],
         leader_election=LeaderElectionResult(elected=8, already_preferred=20, failed=2),
         stalled_moves=[StalledMove(topic="orders", partition=1, brokers=[3], down=[3], copied_bytes=2**30,
-                                   since=T0)],
+                                   since=T0, cancelled=True)],
     ),
     PREFERRED_LEADER_ELECTION.kind: PreferredLeaderElectionStatus(
         observed_generation=1,

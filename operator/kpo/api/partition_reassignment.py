@@ -622,12 +622,18 @@ class InFlightMove(StatusModel):
     )
     progress_at: AwareDatetime | None = Field(
         default=None,
-        description="When the new replicas last grew (or the move was first seen): the clock of stall detection.",
+        description="When the new replicas last grew, a destination broker that was down came back, or the move was "
+        "first seen: the clock of stall detection.",
+    )
+    down: list[int] = Field(
+        default_factory=list,
+        description="Destination brokers that were down (not live, or not answering) at the last look: when one "
+        "comes back, the stall clock restarts.",
     )
 
 
 class StalledMove(StatusModel):
-    """A move in flight that made no byte progress for execution.stallAfterSeconds."""
+    """A move that made no byte progress for execution.stallAfterSeconds: in flight, or cancelled for it."""
 
     topic: str = Field(description="Topic name.")
     partition: int = Field(ge=0, description="Partition index.")
@@ -635,6 +641,10 @@ class StalledMove(StatusModel):
     down: list[int] = Field(default_factory=list, description="Those of them that are not live brokers now.")
     copied_bytes: int = Field(default=0, ge=0, description="Bytes the new replicas hold.")
     since: AwareDatetime | None = Field(default=None, description="When they last grew.")
+    cancelled: bool = Field(
+        default=False, description="true: cancelled for it (execution.onStall Cancel; status.failures records the "
+        "partition with reason MoveStalled); listed until a spec change starts a new run."
+    )
 
 
 class ThrottledTopic(StatusModel):

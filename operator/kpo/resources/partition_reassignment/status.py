@@ -28,7 +28,7 @@ from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Progress, progress
-from kpo.domain.stall import Watch
+from kpo.domain.stall import STALLED_CODE, Stall, Watch
 from kpo.domain.throttle import ThrottleJournal
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
 
@@ -54,9 +54,11 @@ def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Repl
         failures={TopicPartition(f.topic, f.partition): KafkaRefusal(code=f.reason, message=f.message)
                   for f in typed.failures},
         originals=dict(originals),
-        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at)
+        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at, tuple(m.down))
                  for m in typed.in_flight if m.progress_at is not None},
-        stalled=frozenset(TopicPartition(s.topic, s.partition) for s in typed.stalled_moves))
+        stalled={TopicPartition(s.topic, s.partition): Stall(tuple(s.brokers), tuple(s.down), s.copied_bytes,
+                                                             s.since, s.cancelled)
+                 for s in typed.stalled_moves if s.since is not None})
 
 
 def claim_of(key: str, created: str, partitions: Collection[TopicPartition], status: Mapping[str, Any]) -> Claim:
@@ -121,9 +123,9 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
         "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
                       for c in decision.conflicts[:REPORTED_PARTITIONS]],
         "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
-        "stalledMoves": _entries(decision.stalled, lambda s: {
+        "stalledMoves": _entries(_stalled(decision.stalled, failures), lambda s: {
             "brokers": list(s.brokers), "down": list(s.down), "copiedBytes": s.copied,
-            "since": rfc3339(s.since)})[:REPORTED_PARTITIONS],
+            "since": rfc3339(s.since), "cancelled": s.cancelled})[:REPORTED_PARTITIONS],
     }
     if rollback_name:
         status["rollbackConfigMap"] = rollback_name
@@ -159,7 +161,20 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
 def _in_flight(replicas: Replicas, watch: Watch | None, now: dt.datetime) -> dict[str, Any]:
     """One status.inFlight entry: the move, and its stall clock (a move not watched yet starts one now)."""
     watch = watch or Watch(0, now)
-    return {"replicas": list(replicas), "copiedBytes": watch.copied, "progressAt": rfc3339(watch.since)}
+    return {"replicas": list(replicas), "copiedBytes": watch.copied, "progressAt": rfc3339(watch.since),
+            "down": list(watch.down)}
+
+
+def _stalled(stalled: Mapping[TopicPartition, Stall], failures: Mapping[TopicPartition, KafkaRefusal]
+             ) -> dict[TopicPartition, Stall]:
+    """status.stalledMoves after acting: a move whose cancellation Kafka accepted (its failure is recorded) is
+    listed as cancelled; one cancelled before whose failure a new run cleared is not listed any more."""
+    listed = {}
+    for tp, stall in stalled.items():
+        gave_up = tp in failures and failures[tp].code == STALLED_CODE
+        if gave_up or not stall.cancelled:
+            listed[tp] = replace(stall, cancelled=gave_up)
+    return listed
 
 
 def _all_done(counted: Progress) -> Progress:
