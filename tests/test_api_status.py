@@ -78,7 +78,7 @@ FULL_STATUS: dict[str, StatusModel] = {
         ),
         progress=Progress(total=30, completed=12, in_flight=4, pending=13, failed=1, bytes_moved=2**40,
                           bytes_to_move=9 * 2**40, percent=11, eta_seconds=3600, started_at=T0, elapsed_seconds=1800,
-                          summary="12/30"),
+                          paused_seconds=600, paused_since=T0, summary="12/30"),
         failures=[_failure()],
         conflicts=[Conflict(topic="orders", partition=4, holder="external")],
         rollback_config_map="orders-explicit-rollback",

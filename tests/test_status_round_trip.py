@@ -182,3 +182,25 @@ def test_a_move_clock_remembers_its_down_destinations() -> None:
     written = pr_status.status_of({}, intent, watching, view, recorded_originals={}, owned={P0: (2, 3, 4)},
                                   failures={}, rollback_name=None, now=NOW)
     assert pr_status.memory_of(written, {}).watches == {P0: Watch(500, NOW, down=(4,))}
+
+
+def test_paused_time_is_counted_apart_and_the_eta_does_not_grow_while_paused() -> None:
+    intent, decision, view = executing()
+    owned = {P0: (2, 3, 4)}
+    first = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned=owned, failures={},
+                                rollback_name=None, now=NOW)
+    first["progress"]["etaSeconds"] = 100
+    paused = pr.Decision(pr.Phase.PAUSED, "Paused", "", targets=decision.targets,
+                         classification=decision.classification)
+    ticks = [first]
+    for minute in (1, 5):
+        ticks.append(pr_status.status_of(ticks[-1], intent, paused, view, recorded_originals={}, owned=owned,
+                                         failures={}, rollback_name=None, now=NOW + timedelta(minutes=minute)))
+    assert read_back(PartitionReassignmentStatus, ticks[-1]) == ticks[-1]
+    progress = ticks[-1]["progress"]
+    assert progress["elapsedSeconds"] == 60 and progress["pausedSeconds"] == 240
+    assert progress["pausedSince"] == "2026-03-01T09:31:00Z" and progress["etaSeconds"] <= 100
+    resumed = pr_status.status_of(ticks[-1], intent, decision, view, recorded_originals={}, owned=owned, failures={},
+                                  rollback_name=None, now=NOW + timedelta(minutes=6))["progress"]
+    assert resumed["elapsedSeconds"] == 60 and resumed["pausedSeconds"] == 300
+    assert resumed["pausedSince"] is None, "removed by the merge patch of the status"

@@ -559,11 +559,22 @@ class Progress(StatusModel):
     bytes_moved: int = Field(default=0, ge=0, description="Bytes copied so far.")
     bytes_to_move: int = Field(default=0, ge=0, description="Bytes to copy in all.")
     percent: int = Field(default=0, ge=0, le=100, description="Completion in percent of bytesToMove (or partitions).")
-    eta_seconds: int | None = Field(default=None, ge=0, description="Estimated seconds to completion.")
+    eta_seconds: int | None = Field(
+        default=None, ge=0, description="Estimated seconds of execution left: the bytes left at the copy rate over "
+        "elapsedSeconds (paused time excluded). While paused it does not grow."
+    )
     started_at: AwareDatetime | None = Field(default=None, description="When the first move started.")
     elapsed_seconds: int | None = Field(
-        default=None, ge=0, description="Seconds from the first move to kpo's last look; once finished, how long the "
-        "moves took (to set against proposal.estimatedSeconds)."
+        default=None, ge=0, description="Seconds of execution from the first move to kpo's last look, paused time "
+        "(pausedSeconds) excluded; once finished, how long the moves took (to set against "
+        "proposal.estimatedSeconds)."
+    )
+    paused_seconds: int | None = Field(
+        default=None, ge=0, description="Seconds spent in phase Paused since the first move started: startedAt + "
+        "elapsedSeconds + pausedSeconds is kpo's last look."
+    )
+    paused_since: AwareDatetime | None = Field(
+        default=None, description="While paused: when the pause began (pausedSeconds counts it so far)."
     )
     summary: str = Field(default="", description='Completed/total partitions, e.g. "12/30" (the Progress column).')
 

@@ -25,6 +25,7 @@ from kpo.domain.clock import parse_rfc3339, rfc3339
 from kpo.domain.cordon import CordonJournal
 from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.pause import ExecutionClock, eta_while_paused
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Progress, progress
@@ -109,9 +110,12 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
               now: dt.datetime) -> dict[str, Any]:
     """The status an execution tick writes (the throttle and leader election fields are the reconciler's)."""
     old_progress = previous.get("progress") or {}
-    started = parse_rfc3339(old_progress.get("startedAt"))
-    if started is None and (owned or decision.phase is Phase.EXECUTING):
-        started = now
+    clock = ExecutionClock.read(parse_rfc3339(old_progress.get("startedAt")),
+                                float(old_progress.get("elapsedSeconds") or 0),
+                                float(old_progress.get("pausedSeconds") or 0),
+                                parse_rfc3339(old_progress.get("pausedSince")))
+    clock = clock.advance(running=bool(owned) or decision.phase is Phase.EXECUTING,
+                          paused=decision.phase is Phase.PAUSED, now=now)
     status: dict[str, Any] = {
         "phase": decision.phase.value,
         "observedGeneration": intent.generation,
@@ -140,7 +144,7 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
         if decision.skipped:
             # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
             counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
-        elapsed = (now - started).total_seconds() if started else 0.0
+        elapsed = clock.elapsed(now)
         status["progress"] = {
             "total": counted.total, "completed": counted.completed, "inFlight": counted.in_flight,
             "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
@@ -148,11 +152,17 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
             "bytesMoved": counted.bytes_moved, "percent": counted.percent, "summary": counted.summary,
         }
         eta = counted.eta_seconds(elapsed)
+        if decision.phase is Phase.PAUSED:
+            eta = eta_while_paused(eta, old_progress.get("etaSeconds"))
         if eta is not None:
             status["progress"]["etaSeconds"] = eta
-        if started:
-            status["progress"]["startedAt"] = rfc3339(started)
-            status["progress"]["elapsedSeconds"] = int(elapsed)
+        if clock.started:
+            status["progress"] |= {"startedAt": rfc3339(clock.started), "elapsedSeconds": int(elapsed),
+                                   "pausedSeconds": int(clock.paused_total(now))}
+            if clock.paused_since is not None:
+                status["progress"]["pausedSince"] = rfc3339(clock.paused_since)
+            elif old_progress.get("pausedSince"):
+                status["progress"]["pausedSince"] = None  # resumed: removed (the status is a merge patch)
     elif old_progress:
         status["progress"] = dict(old_progress)
     return write(status)
