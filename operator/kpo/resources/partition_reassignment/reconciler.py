@@ -326,7 +326,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         originals = {**memory.originals, **decision.save_originals}
         moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
                  for tp, t in decision.targets.items() if tp in view.partitions}
-        effects.journal = ports.ensure_throttle(intent.throttle, moves, ports.load_throttle(), view.brokers)
+        effects.journal = ports.ensure_throttle(intent.throttle, moves, ports.load_throttle(), _answering(view))
         effects.rollback_name = effects.rollback_name or ports.records
     # 2b. KIP-1066: the brokers a RemoveBrokers drain empties are cordoned before its moves start, and only while it
     #     executes, pauses or has succeeded; any other phase takes the cordons back.
@@ -378,12 +378,19 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         journal = ports.load_throttle()
         effects.journal = journal
         if not journal.empty:
-            left = ports.remove_throttle(journal, view.brokers)
+            left = ports.remove_throttle(journal, _answering(view))
             effects.journal = left
             if left.empty:
                 effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
             else:
-                effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - set(view.brokers))
+                effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - _answering(view))
+
+
+def _answering(view: ClusterView) -> set[int]:
+    """The brokers whose configs a tick may read and write: listed by Kafka and answering. A broker's configs go to
+    that broker, and one that just died stays listed until it is fenced: each request to it waited out the whole
+    timeout, holding the tick (and the cluster's other calls) for seconds."""
+    return {b for b in view.brokers if view.available(b)}
 
 
 def _refused_meanwhile(ports: Ports, effects: _Effects) -> None:
