@@ -369,7 +369,8 @@ class KafkaAdminAdapter:
         each request to it waited out the whole timeout, holding every other call of this adapter and every tick of
         the cluster with it (a stall was reported 15-25 s after a SIGKILL instead of stallAfterSeconds). So the
         request gets a short timeout; when it times out, the metadata's broker list (which librdkafka reads from any
-        live broker) answers instead, with the racks DescribeCluster gave last, for ``_DESCRIBE_CLUSTER_PAUSE``."""
+        live broker) answers instead, with the racks DescribeCluster gave last, for ``_DESCRIBE_CLUSTER_PAUSE`` —
+        unless it names a broker whose rack is not known yet."""
         if time.monotonic() >= self._describe_cluster_after:
             try:
                 result = self._call(lambda: self._result(self._admin.describe_cluster(
@@ -380,14 +381,24 @@ class KafkaAdminAdapter:
                     raise
                 self._describe_cluster_after = time.monotonic() + _DESCRIBE_CLUSTER_PAUSE
             else:
-                self._racks = {n.id: n.rack or None for n in result.nodes}
-                return {n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port) for n in result.nodes}
+                return self._described(result.nodes)
         try:
             metadata = self._call(lambda: self._admin.list_topics(timeout=self.settings.timeout_seconds))
         except KafkaException as exc:
             raise KafkaUnavailable(str(exc)) from exc
-        return {b.id: Broker(id=b.id, rack=self._racks.get(b.id), host=str(b.host), port=int(b.port))
+        if not set(metadata.brokers) <= set(self._racks):
+            # A broker whose rack DescribeCluster never gave (the first call, or a new broker): no rack is not a
+            # rack, so ask DescribeCluster itself, with its whole timeout.
+            self._describe_cluster_after = 0.0
+            return self._described(self._call(lambda: self._result(self._admin.describe_cluster(
+                request_timeout=self.settings.timeout_seconds), access.describe_cluster())).nodes)
+        return {b.id: Broker(id=b.id, rack=self._racks[b.id], host=str(b.host), port=int(b.port))
                 for b in metadata.brokers.values()}
+
+    def _described(self, nodes: Sequence[Any]) -> dict[int, Broker]:
+        """DescribeCluster's brokers; their racks are kept for when the metadata has to answer instead."""
+        self._racks = {n.id: n.rack or None for n in nodes}
+        return {n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port) for n in nodes}
 
     def topic_names(self) -> set[str]:
         try:
