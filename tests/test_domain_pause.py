@@ -19,9 +19,13 @@ def test_nothing_started_costs_nothing_even_paused() -> None:
     assert clock == ExecutionClock() and clock.elapsed(at(60)) == 0
 
 
-def test_the_first_move_starts_the_clock() -> None:
+def test_the_first_move_starts_the_clock_when_it_was_sent() -> None:
     clock = ExecutionClock().advance(running=True, paused=False, now=T0)
     assert clock.started == T0 and clock.elapsed(at(30)) == 30 and clock.paused_total(at(30)) == 0
+    # A first tick that took 6 s to read and record before it sent the move: the clock starts at the sending.
+    sent = ExecutionClock().advance(running=True, paused=False, now=T0, start=at(6))
+    assert sent.started == at(6) and sent.elapsed(at(30)) == 24 and sent.elapsed(T0) == 0
+    assert sent.advance(running=True, paused=False, now=at(10), start=at(12)).started == at(6), "started once"
 
 
 def test_elapsed_stands_still_while_paused_and_goes_on_after_resume() -> None:

@@ -37,9 +37,11 @@ class ExecutionClock:
             return cls(started, paused)
         return cls(started, max(0.0, (paused_since - started).total_seconds() - elapsed), paused_since)
 
-    def advance(self, *, running: bool, paused: bool, now: dt.datetime) -> ExecutionClock:
-        """The clock after a tick at ``now``: started by the first move (``running``), pausing while ``paused``."""
-        started = self.started or (now if running else None)
+    def advance(self, *, running: bool, paused: bool, now: dt.datetime, start: dt.datetime | None = None
+                ) -> ExecutionClock:
+        """The clock after a tick at ``now``: started by the first move (``running``; at ``start``, when the tick
+        sent it, if given), pausing while ``paused``."""
+        started = self.started or ((start or now) if running else None)
         if started is None:
             return self  # nothing started yet: a pause before the first move costs no execution time
         if paused:

@@ -16,6 +16,7 @@ from typing import Any
 
 from kpo.domain import access
 from kpo.domain import conditions as cond
+from kpo.domain.clock import utcnow
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal
 from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, Replicas, TopicPartition
@@ -155,6 +156,8 @@ class Ports:
     load_cordon: Callable[[], CordonJournal] = CordonJournal
     save_cordon: Callable[[CordonJournal], object] = lambda _journal: None
     others_cordons: Callable[[], list[CordonJournal]] = lambda: []
+    #: The time after acting (the tick's ``now`` is when it began).
+    clock: Callable[[], dt.datetime] = utcnow
 
 
 @dataclass(frozen=True)
@@ -266,8 +269,10 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
         if not (condition(status, cond.PROGRESSING).get("message") or "").startswith(headline + ":"):
             events.append(Event("Warning", BROKER_UNAVAILABLE, decision.message))
 
+    # The moves were sent just now, not when the tick began (a first tick reads and records for seconds): the
+    # execution clock starts here (status.progress.startedAt).
     new_status = status_of(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
-                           failures=failures, rollback_name=rollback_name, now=now)
+                           failures=failures, rollback_name=rollback_name, now=now, acted=max(now, ports.clock()))
     if journal is not None:
         new_status["throttle"] = throttle_status(journal)
     if leader_election is not None:

@@ -107,15 +107,16 @@ def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[
 def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, view: ClusterView, *,
               recorded_originals: Mapping[TopicPartition, Replicas], owned: Mapping[TopicPartition, Replicas],
               failures: Mapping[TopicPartition, KafkaRefusal], rollback_name: str | None,
-              now: dt.datetime) -> dict[str, Any]:
-    """The status an execution tick writes (the throttle and leader election fields are the reconciler's)."""
+              now: dt.datetime, acted: dt.datetime | None = None) -> dict[str, Any]:
+    """The status an execution tick writes (the throttle and leader election fields are the reconciler's);
+    ``acted``: when the tick had sent its moves (the execution clock starts then; default ``now``)."""
     old_progress = previous.get("progress") or {}
     clock = ExecutionClock.read(parse_rfc3339(old_progress.get("startedAt")),
                                 float(old_progress.get("elapsedSeconds") or 0),
                                 float(old_progress.get("pausedSeconds") or 0),
                                 parse_rfc3339(old_progress.get("pausedSince")))
     clock = clock.advance(running=bool(owned) or decision.phase is Phase.EXECUTING,
-                          paused=decision.phase is Phase.PAUSED, now=now)
+                          paused=decision.phase is Phase.PAUSED, now=now, start=acted)
     status: dict[str, Any] = {
         "phase": decision.phase.value,
         "observedGeneration": intent.generation,
