@@ -42,6 +42,15 @@ def _events(resources: Resources, name: str, reason: str) -> list[str]:
     return [e.message for e in resources.events(name) if e.reason == reason]
 
 
+def _wait_event(resources: Resources, name: str, reason: str, start: str) -> None:
+    """Kopf posts Events from a queue after the status is written: the transition's may come a moment later."""
+    try:
+        wait_for(lambda: any(m.startswith(start) for m in _events(resources, name, reason)), 30, f"{start} Event")
+    except AssertionError as exc:
+        seen = [(e.reason, e.message[:80]) for e in resources.events(name)]
+        raise AssertionError(f"{exc}; the Events: {seen}") from exc
+
+
 @contextmanager
 def _released(resources: Resources, *names: str) -> Iterator[None]:
     """Delete the resources at the end, pass or fail, and wait for their finalizers: the throttles they set are
@@ -82,7 +91,8 @@ def test_pause_lets_the_move_in_flight_finish_starts_nothing_keeps_the_throttle_
         assert _condition(resources, "pause", "Ready")["status"] == "False"
         assert _condition(resources, "pause", "Stalled")["status"] == "False"
         assert _argocd_health(resources.get(KPR, "pause")) == "Suspended"
-        assert any(m.startswith("Executing -> Paused") for m in _events(resources, "pause", "Paused"))
+        # Kopf posts Events from a queue after the status is written: the transition's may come a moment later.
+        _wait_event(resources, "pause", "Paused", "Executing -> Paused")
         # Several ticks (1 s each): the pause neither cancelled nor re-targeted p0, and started nothing else.
         time.sleep(4)
         assert set(ongoing(bootstrap_servers, topic_name)) == {0}, "p0 still in flight, nothing else started"
@@ -110,7 +120,7 @@ def test_pause_lets_the_move_in_flight_finish_starts_nothing_keeps_the_throttle_
         brokers = status["throttle"]["brokers"]
         wait_for(lambda: not resources.status(KPR, "pause").get("throttle"), 30, "throttle taken back")
         assert all(broker_rate(kafka_admin, b) is None for b in brokers)
-        assert any(m.startswith("Paused -> Executing") for m in _events(resources, "pause", "Executing"))
+        _wait_event(resources, "pause", "Executing", "Paused -> Executing")
 
 
 def _paused_readings(resources: Resources, name: str, seconds: float) -> list[dict[str, Any]]:
@@ -162,9 +172,19 @@ def test_paused_time_is_not_execution_time_and_the_eta_does_not_grow_while_pause
 
         resumed_at = time.monotonic()
         resources.patch_spec(KPR, "pause-clock", {"execution": {"paused": False}})
-        status = wait_for(lambda: (s := resources.status(KPR, "pause-clock"))["phase"] == "Succeeded" and s, 120,
-                          "Succeeded", interval=0.2)
+        after_resume: list[tuple[float, str, object]] = []
+
+        def succeeded() -> dict[str, Any] | None:
+            s = resources.status(KPR, "pause-clock")
+            p = s.get("progress") or {}
+            after_resume.append((round(time.monotonic() - resumed_at, 1), s["phase"],
+                                 (p.get("startedAt"), p.get("elapsedSeconds"), p.get("pausedSeconds"),
+                                  p.get("pausedSince"))))
+            return s if s["phase"] == "Succeeded" else None
+
+        status = wait_for(succeeded, 120, "Succeeded", interval=0.2)
         done_at = time.monotonic()
+        assert status is not None
         assert replicas_of(kafka_admin, topic_name) == targets
         assert not ongoing(bootstrap_servers, topic_name)
         progress = status["progress"]
@@ -174,7 +194,7 @@ def test_paused_time_is_not_execution_time_and_the_eta_does_not_grow_while_pause
         # plus the status write, and kpo counts whole seconds: 5 s of slack, a quarter of the 20 s pause it must
         # not count.
         measured = f"kpo: elapsed {progress['elapsedSeconds']} paused {progress['pausedSeconds']}; test: ran " \
-                   f"{ran:.1f} paused {pause:.1f}"
+                   f"{ran:.1f} paused {pause:.1f}; paused readings {readings[:2]}; after resume {after_resume}"
         print(measured)  # shown with -s
         assert abs(progress["pausedSeconds"] - pause) <= 5, measured
         assert abs(progress["elapsedSeconds"] - ran) <= 5, measured
