@@ -80,11 +80,12 @@ FULL_STATUS: dict[str, StatusModel] = {
         ),
         progress=Progress(total=30, completed=12, in_flight=4, pending=13, failed=1, bytes_moved=2**40,
                           bytes_to_move=9 * 2**40, percent=11, eta_seconds=3600, started_at=T0, elapsed_seconds=1800,
-                          summary="12/30"),
+                          paused_seconds=600, paused_since=T0, summary="12/30"),
         failures=[_failure()],
         conflicts=[Conflict(topic="orders", partition=4, holder="external")],
         rollback_config_map="orders-explicit-rollback",
-        in_flight=[InFlightMove(topic="orders", partition=1, replicas=[2, 3], copied_bytes=2**30, progress_at=T0)],
+        in_flight=[InFlightMove(topic="orders", partition=1, replicas=[2, 3], copied_bytes=2**30, progress_at=T0,
+                                   down=[3])],
         throttle=ThrottleStatus(rate=10485760, brokers=[1, 2, 3],
                                 topics=[ThrottledTopic(topic="orders", leader=["1:1", "1:2"], follower=["1:3"])]),
         cordon=CordonStatus(brokers=[CordonedBroker(broker=4, previous="/data/a")],
@@ -101,7 +102,7 @@ FULL_STATUS: dict[str, StatusModel] = {
                                                             reason="no other in-sync replica (replicas [3, 2], "
                                                                    "ISR [2])")]),
         stalled_moves=[StalledMove(topic="orders", partition=1, brokers=[3], down=[3], copied_bytes=2**30,
-                                   since=T0)],
+                                   since=T0, cancelled=True)],
     ),
     PREFERRED_LEADER_ELECTION.kind: PreferredLeaderElectionStatus(
         observed_generation=1,

@@ -9,7 +9,7 @@ from dataclasses import replace
 from kpo.domain import conditions as cond
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import Target
-from kpo.domain.stall import STALLED_CODE, Watch, copied_bytes, follow, stalled
+from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, down_destinations, follow, stalled
 from kpo.resources.partition_reassignment.lifecycle import (
     MOVE_STALLED,
     PAUSED,
@@ -25,6 +25,7 @@ from kpo.resources.partition_reassignment.lifecycle import (
 T = "orders"
 P0, P1, P2 = (TopicPartition(T, i) for i in range(3))
 T0 = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+FLAGGED = Stall(brokers=(3,), down=(), copied=1000, since=T0)
 
 
 def view(replicas: dict[TopicPartition, tuple[int, ...]], ongoing: dict[TopicPartition, OngoingReassignment]
@@ -211,14 +212,14 @@ def test_executing_flags_a_move_without_progress_with_condition_stalled_and_one_
     assert "orders-0 to broker(s) [3]" in stalled_condition.message
     assert [e.reason for e in d.events] == [MOVE_STALLED] and d.events[0].type == "Warning"
     # The next tick, already reported: flagged still, no second Event.
-    again = decide(intent(TARGETS, stall_after=60), replace(memory, stalled=frozenset({P0})),
+    again = decide(intent(TARGETS, stall_after=60), replace(memory, stalled=dict(d.stalled)),
                    Observation(v, now=now + dt.timedelta(seconds=5)))
     assert set(again.stalled) == {P0} and not again.events
 
 
 def test_a_stalled_move_that_copies_again_is_cleared_with_an_event() -> None:
     v, memory = half_way(p0=2000)
-    memory = replace(memory, watches={P0: Watch(1000, T0)}, stalled=frozenset({P0}))
+    memory = replace(memory, watches={P0: Watch(1000, T0)}, stalled={P0: FLAGGED})
     d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=T0 + dt.timedelta(seconds=600)))
     assert not d.stalled and [e.reason for e in d.events] == [STALL_CLEARED]
     assert not {c.type: c for c in d.conditions}[cond.STALLED].status
@@ -227,7 +228,7 @@ def test_a_stalled_move_that_copies_again_is_cleared_with_an_event() -> None:
 def test_a_stalled_move_that_ended_is_cleared_with_an_event_when_the_phase_moves_on() -> None:
     v = view({P0: (2, 3), P1: (2, 3), P2: (2, 3)})
     memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3)}, originals={P0: (1, 2)},
-                    watches={P0: Watch(1000, T0)}, stalled=frozenset({P0}))
+                    watches={P0: Watch(1000, T0)}, stalled={P0: FLAGGED})
     d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=T0 + dt.timedelta(seconds=600)))
     assert d.phase is Phase.SUCCEEDED and not d.stalled
     assert [e.reason for e in d.events] == [STALL_CLEARED, "Succeeded"]
@@ -264,3 +265,76 @@ def test_a_move_submitted_or_retargeted_by_the_decision_is_not_followed_yet() ->
     v = view({P0: (1, 2)})
     d = decide(intent({P0: (2, 3)}, stall_after=60), Memory(), Observation(v, now=T0))
     assert d.submit == {P0: (2, 3)} and d.watches == {}
+
+
+# --------------------------------------------------------------- stall: timing and a broker's return (issue 26)
+
+
+def test_a_destination_broker_that_comes_back_restarts_the_clock_and_one_still_down_does_not() -> None:
+    later = T0 + dt.timedelta(seconds=30)
+    previous = {P0: Watch(100, T0, down=(3,)), P1: Watch(100, T0, down=(3,))}
+    watches = follow(previous, {P0: 100, P1: 100}, later, {P0: (), P1: (3,)})
+    assert watches == {P0: Watch(100, later), P1: Watch(100, T0, down=(3,))}
+    # A broker that goes down is no progress: the clock keeps its start, and remembers who is down.
+    assert follow({P0: Watch(100, T0)}, {P0: 0}, later, {P0: (3,)}) == {P0: Watch(0, T0, down=(3,))}
+
+
+def test_down_destinations_are_the_unlisted_or_silent_brokers_the_move_copies_to() -> None:
+    v = replace(view({P0: (1, 2, 3, 4)}, {P0: moving((1, 2), (3, 4))}, brokers=(1, 2, 4)),
+                unreachable=frozenset({4}))
+    assert down_destinations(v, P0) == (3, 4) and down_destinations(v, P1) == ()
+
+
+def test_the_catch_up_after_a_brokers_return_is_not_a_stall() -> None:
+    # P0's destination (3) was down since T0 and flagged; it is back now, its replica the size it had: not stalled,
+    # whatever the time since the last growth, and the flag goes with a StallCleared Event.
+    v, memory = half_way(p0=1000)
+    memory = replace(memory, watches={P0: Watch(1000, T0, down=(3,))}, stalled={P0: FLAGGED})
+    now = T0 + dt.timedelta(seconds=300)
+    for cancel in (False, True):
+        d = decide(intent(TARGETS, stall_after=60, cancel_on_stall=cancel), memory, Observation(v, now=now))
+        assert not d.stalled and P0 not in d.cancel and not d.give_up
+        assert d.watches[P0] == Watch(1000, now) and [e.reason for e in d.events] == [STALL_CLEARED]
+    # stallAfterSeconds more without growth after the return: stalled again.
+    back = replace(memory, watches={P0: Watch(1000, now)}, stalled={})
+    assert not decide(intent(TARGETS, stall_after=60), back,
+                      Observation(v, now=now + dt.timedelta(seconds=59))).stalled
+    assert set(decide(intent(TARGETS, stall_after=60), back,
+                      Observation(v, now=now + dt.timedelta(seconds=60))).stalled) == {P0}
+
+
+def test_on_stall_cancel_reports_the_stall_in_the_deciding_tick_with_the_down_broker() -> None:
+    v, memory = half_way(p0=1000)
+    v = replace(v, brokers={b: v.brokers[b] for b in (1, 2, 4)})  # broker 3, P0's destination, died
+    memory = replace(memory, watches={P0: Watch(1000, T0, down=(3,))})
+    d = decide(intent(TARGETS, stall_after=60, cancel_on_stall=True), memory,
+               Observation(v, now=T0 + dt.timedelta(seconds=60)))
+    assert P0 in d.cancel and d.give_up[P0].code == STALLED_CODE
+    assert d.stalled[P0].brokers == (3,) and d.stalled[P0].down == (3,) and not d.stalled[P0].cancelled
+    by_type = {c.type: c for c in d.conditions}
+    assert by_type[cond.STALLED].status and by_type[cond.STALLED].reason == MOVE_STALLED
+    assert "cancelling (execution.onStall Cancel)" in by_type[cond.STALLED].message
+    assert "broker(s) [3] down" in by_type[cond.STALLED].message
+    # The next tick, the cancellation accepted (the failure recorded): still reported, as cancelled, no new Event.
+    cancelled = replace(d.stalled[P0], cancelled=True)
+    after = replace(memory, owned={P1: (2, 3)}, failures={P0: d.give_up[P0]}, stalled={P0: cancelled}, watches={})
+    again = decide(intent(TARGETS, stall_after=60, cancel_on_stall=True), after,
+                   Observation(view({P0: (1, 2), P1: (2, 3), P2: (1, 2)}), now=T0 + dt.timedelta(seconds=62)))
+    assert again.phase is Phase.EXECUTING and again.stalled == {P0: cancelled}
+    assert not any(e.reason in (MOVE_STALLED, STALL_CLEARED) for e in again.events)
+    stalled_condition = {c.type: c for c in again.conditions}[cond.STALLED]
+    assert stalled_condition.status and stalled_condition.reason == MOVE_STALLED
+    assert "stalled and were cancelled" in stalled_condition.message
+
+
+def test_failed_for_a_stall_with_throttles_left_is_stalled_and_still_progressing() -> None:
+    v = view({P0: (1, 2), P1: (2, 3), P2: (2, 3)})
+    refusal = KafkaRefusal(STALLED_CODE, "no byte progress")
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, originals={P0: (1, 2)}, failures={P0: refusal},
+                    stalled={P0: replace(FLAGGED, cancelled=True)})
+    d = decide(intent(TARGETS, stall_after=60, cancel_on_stall=True), memory, Observation(v, now=T0))
+    assert d.phase is Phase.FAILED and set(d.stalled) == {P0}
+    by_type = {c.type: c for c in replace(d, cleanup_pending="rates of broker(s) [3]").conditions}
+    assert by_type[cond.STALLED].status and by_type[cond.STALLED].reason == MOVE_STALLED
+    assert by_type[cond.PROGRESSING].status and by_type[cond.PROGRESSING].reason == "ThrottleCleanupPending"
+    assert not by_type[cond.READY].status and by_type[cond.READY].reason == MOVE_STALLED

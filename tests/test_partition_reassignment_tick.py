@@ -98,6 +98,25 @@ def test_the_first_tick_records_originals_then_journals_and_applies_the_throttle
     assert cluster.log.index("list_reassignments") < cluster.log.index("describe_topics"), "see observe()"
 
 
+class SilentBroker(Recording):
+    """Broker 4 is still listed (not fenced yet) but answers nothing: it just died."""
+
+    def log_dirs(self, topics: Any, brokers: Any) -> Any:
+        return replace(super().log_dirs(topics, brokers), unreachable=frozenset({4}))
+
+    def broker_configs(self, brokers: Any, names: Any) -> Any:
+        assert 4 not in brokers, "a request to a dead broker waits out the whole timeout"
+        return super().broker_configs(brokers, names)
+
+
+def test_a_listed_broker_that_does_not_answer_is_neither_read_nor_written_for_the_throttle() -> None:
+    cluster = SilentBroker({P0: (1, 2, 3)}, moving={P0: (2, 3, 4)})
+    outcome = tick(cluster, moving({P0: (2, 3, 4)}, throttle=10_000), Memory(
+        phase=Phase.EXECUTING, observed_generation=1, owned={P0: (2, 3, 4)}, originals={P0: (1, 2, 3)}))
+    assert "set broker 4" not in cluster.writes() and "set broker 1" in cluster.writes()
+    assert outcome.status["phase"] == "Executing"
+
+
 class StartsBetweenTheReads(Recording):
     """Another tool's move of P0 [1] -> [2] starts right after this tick's first ListPartitionReassignments."""
 

@@ -13,7 +13,7 @@ from kpo.api import PartitionReassignmentStatus, PreferredLeaderElectionStatus, 
 from kpo.domain.keyremap import remap_report
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, PartitionState, TopicPartition
 from kpo.domain.reassignment import Target
-from kpo.domain.stall import Watch
+from kpo.domain.stall import STALLED_CODE, Stall, Watch
 from kpo.resources.partition_reassignment import lifecycle as pr
 from kpo.resources.partition_reassignment import status as pr_status
 from kpo.resources.preferred_leader_election import lifecycle as ple
@@ -180,3 +180,54 @@ def test_an_explicit_resource_claims_its_spec_and_an_approved_plan_its_proposal(
     assert pr_status.wanted_partitions(planned, {**approved, "phase": "Reverting"}, proposal) == {P0, P1, P2}
     for waiting in ("Planning", "Proposed", "Succeeded"):
         assert pr_status.wanted_partitions(planned, {**approved, "phase": waiting}, proposal) == frozenset(), waiting
+
+
+def test_a_stall_cancelled_under_on_stall_cancel_is_listed_as_cancelled_and_reads_back() -> None:
+    intent, decision, view = executing()
+    stall = Stall(brokers=(4,), down=(4,), copied=1000, since=NOW)
+    flagged = pr.Decision(pr.Phase.EXECUTING, "Executing", "", targets=decision.targets,
+                          classification=decision.classification, stalled={P0: stall})
+    refusal = KafkaRefusal(STALLED_CODE, "no byte progress for 60s or more: cancelled")
+    written = pr_status.status_of({}, intent, flagged, view, recorded_originals={}, owned={}, failures={P0: refusal},
+                                  rollback_name=None, now=NOW)
+    assert read_back(PartitionReassignmentStatus, written) == written
+    assert written["stalledMoves"] == [{"topic": "orders", "partition": 0, "brokers": [4], "down": [4],
+                                        "copiedBytes": 1000, "since": "2026-03-01T09:30:00Z", "cancelled": True}]
+    assert pr_status.memory_of(written, {}).stalled == {P0: Stall((4,), (4,), 1000, NOW, cancelled=True)}
+    # Not accepted (still in flight): listed, not cancelled. A new run cleared the failure: not listed any more.
+    kept = pr_status.status_of({}, intent, flagged, view, recorded_originals={}, owned={P0: (2, 3, 4)}, failures={},
+                               rollback_name=None, now=NOW)
+    assert [m["cancelled"] for m in kept["stalledMoves"]] == [False]
+    gone = replace(flagged, stalled={P0: Stall((4,), (4,), 1000, NOW, cancelled=True)})
+    assert pr_status.status_of({}, intent, gone, view, recorded_originals={}, owned={}, failures={},
+                               rollback_name=None, now=NOW)["stalledMoves"] == []
+
+
+def test_a_move_clock_remembers_its_down_destinations() -> None:
+    intent, decision, view = executing()
+    watching = replace(decision, watches={P0: Watch(500, NOW, down=(4,))})
+    written = pr_status.status_of({}, intent, watching, view, recorded_originals={}, owned={P0: (2, 3, 4)},
+                                  failures={}, rollback_name=None, now=NOW)
+    assert pr_status.memory_of(written, {}).watches == {P0: Watch(500, NOW, down=(4,))}
+
+
+def test_paused_time_is_counted_apart_and_the_eta_does_not_grow_while_paused() -> None:
+    intent, decision, view = executing()
+    owned = {P0: (2, 3, 4)}
+    first = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned=owned, failures={},
+                                rollback_name=None, now=NOW)
+    first["progress"]["etaSeconds"] = 100
+    paused = pr.Decision(pr.Phase.PAUSED, "Paused", "", targets=decision.targets,
+                         classification=decision.classification)
+    ticks = [first]
+    for minute in (1, 5):
+        ticks.append(pr_status.status_of(ticks[-1], intent, paused, view, recorded_originals={}, owned=owned,
+                                         failures={}, rollback_name=None, now=NOW + timedelta(minutes=minute)))
+    assert read_back(PartitionReassignmentStatus, ticks[-1]) == ticks[-1]
+    progress = ticks[-1]["progress"]
+    assert progress["elapsedSeconds"] == 60 and progress["pausedSeconds"] == 240
+    assert progress["pausedSince"] == "2026-03-01T09:31:00Z" and progress["etaSeconds"] <= 100
+    resumed = pr_status.status_of(ticks[-1], intent, decision, view, recorded_originals={}, owned=owned, failures={},
+                                  rollback_name=None, now=NOW + timedelta(minutes=6))["progress"]
+    assert resumed["elapsedSeconds"] == 60 and resumed["pausedSeconds"] == 300
+    assert resumed["pausedSince"] is None, "removed by the merge patch of the status"

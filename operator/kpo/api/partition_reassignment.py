@@ -560,11 +560,22 @@ class Progress(StatusModel):
     bytes_moved: int = Field(default=0, ge=0, description="Bytes copied so far.")
     bytes_to_move: int = Field(default=0, ge=0, description="Bytes to copy in all.")
     percent: int = Field(default=0, ge=0, le=100, description="Completion in percent of bytesToMove (or partitions).")
-    eta_seconds: int | None = Field(default=None, ge=0, description="Estimated seconds to completion.")
+    eta_seconds: int | None = Field(
+        default=None, ge=0, description="Estimated seconds of execution left: the bytes left at the copy rate over "
+        "elapsedSeconds (paused time excluded). While paused it does not grow."
+    )
     started_at: AwareDatetime | None = Field(default=None, description="When the first move started.")
     elapsed_seconds: int | None = Field(
-        default=None, ge=0, description="Seconds from the first move to kpo's last look; once finished, how long the "
-        "moves took (to set against proposal.estimatedSeconds)."
+        default=None, ge=0, description="Seconds of execution from the first move to kpo's last look, paused time "
+        "(pausedSeconds) excluded; once finished, how long the moves took (to set against "
+        "proposal.estimatedSeconds)."
+    )
+    paused_seconds: int | None = Field(
+        default=None, ge=0, description="Seconds spent in phase Paused since the first move started: startedAt + "
+        "elapsedSeconds + pausedSeconds is kpo's last look."
+    )
+    paused_since: AwareDatetime | None = Field(
+        default=None, description="While paused: when the pause began (pausedSeconds counts it so far)."
     )
     summary: str = Field(default="", description='Completed/total partitions, e.g. "12/30" (the Progress column).')
 
@@ -636,12 +647,18 @@ class InFlightMove(StatusModel):
     )
     progress_at: AwareDatetime | None = Field(
         default=None,
-        description="When the new replicas last grew (or the move was first seen): the clock of stall detection.",
+        description="When the new replicas last grew, a destination broker that was down came back, or the move was "
+        "first seen: the clock of stall detection.",
+    )
+    down: list[int] = Field(
+        default_factory=list,
+        description="Destination brokers that were down (not live, or not answering) at the last look: when one "
+        "comes back, the stall clock restarts.",
     )
 
 
 class StalledMove(StatusModel):
-    """A move in flight that made no byte progress for execution.stallAfterSeconds."""
+    """A move that made no byte progress for execution.stallAfterSeconds: in flight, or cancelled for it."""
 
     topic: str = Field(description="Topic name.")
     partition: int = Field(ge=0, description="Partition index.")
@@ -649,6 +666,10 @@ class StalledMove(StatusModel):
     down: list[int] = Field(default_factory=list, description="Those of them that are not live brokers now.")
     copied_bytes: int = Field(default=0, ge=0, description="Bytes the new replicas hold.")
     since: AwareDatetime | None = Field(default=None, description="When they last grew.")
+    cancelled: bool = Field(
+        default=False, description="true: cancelled for it (execution.onStall Cancel; status.failures records the "
+        "partition with reason MoveStalled); listed until a spec change starts a new run."
+    )
 
 
 class ThrottledTopic(StatusModel):

@@ -7,6 +7,11 @@ destination broker is down (a down broker answers no DescribeLogDirs, so its rep
 dir is offline, or its leader cannot serve the copy. A move that completes leaves the list of moves in flight and is
 not watched any more.
 
+The clock restarts when the new replicas grow, and when a destination broker that was down at the last look answers
+again: a returning broker first recovers its log and catches up with the leader before its replica grows (under a
+throttle, in bursts), and that catch-up is progress resumed, not a stall. So a move whose broker came back is stalled
+only if it then copies nothing for ``stall_after`` seconds more.
+
 The clock of each move (:class:`Watch`) lives in the resource's status beside the move itself (``status.inFlight``),
 so an operator restart neither forgets a stall nor flags a move it has not seen for long enough: a move with no
 recorded clock starts one at the first look.
@@ -28,24 +33,30 @@ STALLED_CODE = "MoveStalled"
 
 @dataclass(frozen=True)
 class Watch:
-    """What kpo last saw of one move: the bytes its new replicas held, and since when they have not grown."""
+    """What kpo last saw of one move: the bytes its new replicas held, since when they have not grown, and which of
+    its destination brokers were down (not live, or not answering DescribeLogDirs) at that look."""
 
     copied: int
     since: dt.datetime
+    down: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Stall:
-    """A stalled move: its destination brokers, those of them that are down, what they hold, since when."""
+    """A stalled move: its destination brokers, those of them that are down, what they hold, since when; and whether
+    it was cancelled for it (execution.onStall Cancel, accepted by Kafka): then it is reported until a new run."""
 
     brokers: tuple[int, ...]
     down: tuple[int, ...]
     copied: int
     since: dt.datetime
+    cancelled: bool = False
 
     def describe(self, tp: TopicPartition, now: dt.datetime) -> str:
-        idle = int((now - self.since).total_seconds())
         down = f", broker(s) {list(self.down)} down" if self.down else ""
+        if self.cancelled:
+            return f"{tp} to broker(s) {list(self.brokers)} ({self.copied} bytes copied, cancelled{down})"
+        idle = int((now - self.since).total_seconds())
         return f"{tp} to broker(s) {list(self.brokers)} ({self.copied} bytes copied, none for {idle}s{down})"
 
 
@@ -57,15 +68,23 @@ def copied_bytes(view: ClusterView, tp: TopicPartition) -> int:
     return sum(view.replica_sizes.get((tp, b), 0) for b in ongoing.adding)
 
 
-def follow(previous: Mapping[TopicPartition, Watch], copied: Mapping[TopicPartition, int], now: dt.datetime
-           ) -> dict[TopicPartition, Watch]:
-    """The watches of the moves in ``copied`` (those in flight now): a move whose new replicas grew since the last
-    look, or that was not watched before, restarts its clock; the others keep theirs."""
+def down_destinations(view: ClusterView, tp: TopicPartition) -> tuple[int, ...]:
+    """The brokers ``tp``'s move copies to that are down now (not listed, or not answering)."""
+    ongoing = view.ongoing.get(tp)
+    return tuple(b for b in ongoing.adding if not view.available(b)) if ongoing is not None else ()
+
+
+def follow(previous: Mapping[TopicPartition, Watch], copied: Mapping[TopicPartition, int], now: dt.datetime,
+           down: Mapping[TopicPartition, tuple[int, ...]] | None = None) -> dict[TopicPartition, Watch]:
+    """The watches of the moves in ``copied`` (those in flight now), with the destination brokers ``down`` now: a
+    move whose new replicas grew since the last look, one a destination broker of which came back, or one not
+    watched before, restarts its clock; the others keep theirs."""
+    down = down or {}
     watches = {}
     for tp, size in copied.items():
-        before = previous.get(tp)
-        since = now if before is None or size > before.copied else before.since
-        watches[tp] = Watch(copied=size, since=since)
+        before, gone = previous.get(tp), down.get(tp, ())
+        restart = before is None or size > before.copied or bool(set(before.down) - set(gone))
+        watches[tp] = Watch(copied=size, since=now if restart or before is None else before.since, down=gone)
     return watches
 
 

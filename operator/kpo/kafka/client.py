@@ -87,6 +87,10 @@ LIBRDKAFKA_LOG = logging.getLogger("kpo.librdkafka")
 LIBRDKAFKA_LOG.addFilter(RepeatedLibrdkafkaLines())
 # One refused connection, then a fresh client with fresh metadata; a third try would be the next tick's.
 _CONTROLLER_ATTEMPTS = 2
+# The timeout of DescribeCluster and DescribeTopics, and how long the metadata's broker list stands in after
+# DescribeCluster timed out (see brokers()).
+_DESCRIBE_CLUSTER_TIMEOUT = 2.0
+_DESCRIBE_CLUSTER_PAUSE = 15.0
 
 
 # librdkafka sends admin requests to the node its metadata names as controller (in KRaft: any live broker, picked by
@@ -230,6 +234,9 @@ class KafkaAdminAdapter:
         self._on_login_refused = on_login_refused
         self._on_login = on_login
         self._unreachable_said: set[int] = set()
+        #: DescribeCluster timed out waiting for a dead "controller": the metadata answers until this monotonic time.
+        self._describe_cluster_after = 0.0
+        self._racks: dict[int, str | None] = {}
 
     # ---------------------------------------------------------------------------------------- login
 
@@ -355,9 +362,43 @@ class KafkaAdminAdapter:
     # ------------------------------------------------------------------------------------- metadata
 
     def brokers(self) -> dict[int, Broker]:
-        result = self._call(lambda: self._result(
-            self._admin.describe_cluster(request_timeout=self.settings.timeout_seconds), access.describe_cluster()))
-        return {n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port) for n in result.nodes}
+        """The live brokers (DescribeCluster), with their racks.
+
+        librdkafka sends DescribeCluster to the node its metadata names as controller, which in KRaft is any live
+        broker; a broker that just died stays named for seconds (until it is fenced and the metadata refreshed), and
+        each request to it waited out the whole timeout, holding every other call of this adapter and every tick of
+        the cluster with it (a stall was reported 15-25 s after a SIGKILL instead of stallAfterSeconds). So the
+        request gets a short timeout; when it times out, the metadata's broker list (which librdkafka reads from any
+        live broker) answers instead, with the racks DescribeCluster gave last, for ``_DESCRIBE_CLUSTER_PAUSE`` —
+        unless it names a broker whose rack is not known yet."""
+        if time.monotonic() >= self._describe_cluster_after:
+            try:
+                result = self._call(lambda: self._result(self._admin.describe_cluster(
+                    request_timeout=min(self.settings.timeout_seconds, _DESCRIBE_CLUSTER_TIMEOUT)),
+                    access.describe_cluster()))
+            except KafkaUnavailable as exc:
+                if "TIMED_OUT" not in str(exc):
+                    raise
+                self._describe_cluster_after = time.monotonic() + _DESCRIBE_CLUSTER_PAUSE
+            else:
+                return self._described(result.nodes)
+        try:
+            metadata = self._call(lambda: self._admin.list_topics(timeout=self.settings.timeout_seconds))
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        if not set(metadata.brokers) <= set(self._racks):
+            # A broker whose rack DescribeCluster never gave (the first call, or a new broker): no rack is not a
+            # rack, so ask DescribeCluster itself, with its whole timeout.
+            self._describe_cluster_after = 0.0
+            return self._described(self._call(lambda: self._result(self._admin.describe_cluster(
+                request_timeout=self.settings.timeout_seconds), access.describe_cluster())).nodes)
+        return {b.id: Broker(id=b.id, rack=self._racks[b.id], host=str(b.host), port=int(b.port))
+                for b in metadata.brokers.values()}
+
+    def _described(self, nodes: Sequence[Any]) -> dict[int, Broker]:
+        """DescribeCluster's brokers; their racks are kept for when the metadata has to answer instead."""
+        self._racks = {n.id: n.rack or None for n in nodes}
+        return {n.id: Broker(id=n.id, rack=n.rack or None, host=n.host, port=n.port) for n in nodes}
 
     def topic_names(self) -> set[str]:
         try:
@@ -371,8 +412,8 @@ class KafkaAdminAdapter:
             return {}
         out: dict[TopicPartition, PartitionState] = {}
         with self._lock:
-            futures = self._admin.describe_topics(TopicCollection(sorted(set(topics))),
-                                                  request_timeout=self.settings.timeout_seconds)
+            futures = self._admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=min(
+                self.settings.timeout_seconds, _DESCRIBE_CLUSTER_TIMEOUT))
             for name, future in futures.items():
                 try:
                     description = self._result(future, access.describe_topic(name))
@@ -380,12 +421,37 @@ class KafkaAdminAdapter:
                     if exc.refusal.code == "UNKNOWN_TOPIC_OR_PART":
                         continue
                     raise
+                except KafkaUnavailable as exc:
+                    # Sent to a node that just died (see brokers()): the metadata of a live broker says the same.
+                    if "TIMED_OUT" not in str(exc):
+                        raise
+                    return self._topics_from_metadata(topics)
                 for p in description.partitions:
                     out[TopicPartition(name, p.id)] = PartitionState(
                         replicas=tuple(r.id for r in p.replicas),
                         leader=p.leader.id if p.leader is not None else -1,
                         isr=tuple(r.id for r in p.isr),
                     )
+        return out
+
+    def _topics_from_metadata(self, topics: Collection[str]) -> dict[TopicPartition, PartitionState]:
+        """DescribeTopics' answer read from a Metadata response instead (unknown topics left out)."""
+        try:
+            metadata = self._call(lambda: self._admin.list_topics(timeout=self.settings.timeout_seconds))
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        out: dict[TopicPartition, PartitionState] = {}
+        for name in sorted(set(topics) & set(metadata.topics)):
+            topic = metadata.topics[name]
+            if topic.error is not None:
+                refusal = _ck_refusal(topic.error)
+                if refusal.code == "UNKNOWN_TOPIC_OR_PART":
+                    continue
+                raise KafkaUnavailable(str(refusal)) if refusal.retriable else KafkaRequestRefused(
+                    self._named(refusal, access.describe_topic(name)))
+            for p in topic.partitions.values():
+                out[TopicPartition(name, p.id)] = PartitionState(replicas=tuple(p.replicas), leader=p.leader,
+                                                                 isr=tuple(p.isrs))
         return out
 
     def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:

@@ -62,14 +62,18 @@ Phases, and what each transitions to:
   were skipped), or *Failed* if Kafka refuses.
 - **Stall detection** (Executing, Paused, Reverting; no phase of its own) — every move of this CR in flight keeps a
   clock (:mod:`kpo.domain.stall`): the bytes its new replicas held at the last look and since when they have not
-  grown. A move whose clock passes ``stall_after`` is stalled: flagged (condition Stalled=True, reason *MoveStalled*;
-  Ready and Progressing keep the phase's reason), with one Warning Event when it stalls and a Normal *StallCleared*
-  when it copies again or ends; with ``cancel_on_stall`` it is cancelled instead and recorded as failed (code
-  *MoveStalled*), so the phase goes on and ends *Failed* with reason *MoveStalled* once nothing else runs.
+  grown; it restarts when they grow and when a destination broker that was down comes back (its catch-up is not a
+  stall). A move whose clock passes ``stall_after`` is stalled, in the decision of that very tick: flagged
+  (``stalled``, condition Stalled=True, reason *MoveStalled*; Ready and Progressing keep the phase's reason), with
+  one Warning Event when it stalls and a Normal *StallCleared* when it copies again or ends; with
+  ``cancel_on_stall`` it is flagged the same way and cancelled, recorded as failed (code *MoveStalled*) and still
+  reported (cancelled) while that failure stands, so the phase goes on and ends *Failed* with reason *MoveStalled*
+  once nothing else runs.
 - **Succeeded**, **Failed**, **Invalid**, **Stopped**, **Reverted** — terminal for this generation of the spec; a
   spec change sends the CR back to *Pending* (a *Stopped* CR whose ``stop`` is cleared resumes that way). While
   throttles it set are still on the cluster (a broker that is down cannot take its rates back), the phase stays but
-  is not clean: ``Ready=False``, ``Progressing=True``, reason *ThrottleCleanupPending* naming what is left, until the
+  is not clean: ``Ready=False`` (the phase's reason), ``Progressing=True``, reason *ThrottleCleanupPending* naming
+  what is left (``Stalled`` keeps the phase's: True with its reason for *Failed* and *Invalid*), until the
   reconciler has taken back every entity (no phase change: it is the cluster's throttles, not the partitions, that
   are not done).
 """
@@ -98,7 +102,7 @@ from kpo.domain.reassignment import (
     misplaced_dirs,
     validate,
 )
-from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, follow, stalled
+from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, down_destinations, follow, stalled
 
 # The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
 Phase = ReassignmentPhase
@@ -169,9 +173,10 @@ class Memory:
     owned: dict[TopicPartition, Replicas] = field(default_factory=dict)
     failures: dict[TopicPartition, KafkaRefusal] = field(default_factory=dict)
     originals: dict[TopicPartition, Replicas] = field(default_factory=dict)
-    # The stall clock of each move in flight (status.inFlight), and the moves already reported stalled.
+    # The stall clock of each move in flight (status.inFlight), and the moves already reported stalled (in flight,
+    # or cancelled for it: status.stalledMoves).
     watches: dict[TopicPartition, Watch] = field(default_factory=dict)
-    stalled: frozenset[TopicPartition] = frozenset()
+    stalled: Mapping[TopicPartition, Stall] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -223,10 +228,12 @@ class Decision:
         if self.cleanup_pending and self.phase in TERMINAL:
             stalled = self.phase in (Phase.FAILED, Phase.INVALID)
             message = f"{self.message}; {self.cleanup_pending}"
-            # Ready keeps the phase's own reason, so the outcome survives the cleanup (see reconciler.kept_outcome).
+            # Ready keeps the phase's own reason, so the outcome survives the cleanup (see reconciler.kept_outcome);
+            # so does Stalled (True for Failed and Invalid, e.g. MoveStalled); Progressing: kpo is still at work.
             return [ConditionUpdate(cond.READY, False, self.reason, message),
-                    ConditionUpdate(cond.PROGRESSING, not stalled, THROTTLE_CLEANUP_PENDING, message),
-                    ConditionUpdate(cond.STALLED, stalled, THROTTLE_CLEANUP_PENDING, message)]
+                    ConditionUpdate(cond.PROGRESSING, True, THROTTLE_CLEANUP_PENDING, message),
+                    ConditionUpdate(cond.STALLED, stalled, self.reason if stalled else THROTTLE_CLEANUP_PENDING,
+                                    message)]
         ready = self.phase is Phase.SUCCEEDED
         progressing = self.phase in (Phase.PENDING, Phase.EXECUTING, Phase.STOPPING, Phase.REVERTING) and not (
             self.conflicts and self.phase is Phase.PENDING)
@@ -234,8 +241,9 @@ class Decision:
         updates = cond.kstatus(ready=ready, progressing=progressing, stalled=stalled, reason=self.reason,
                                message=self.message)
         if self.stalled and self.phase not in TERMINAL:
-            # Moves that copy nothing: the user must look (a broker to bring back, or stop), so Stalled says so with
-            # a reason of its own; Ready and Progressing keep the phase's.
+            # Moves that copy nothing (flagged, or being or already cancelled under onStall Cancel): the user must
+            # look (a broker to bring back, or stop), so Stalled says so with a reason of its own; Ready and
+            # Progressing keep the phase's.
             updates[-1] = ConditionUpdate(cond.STALLED, True, MOVE_STALLED, self.stall_message)
         return updates
 
@@ -511,8 +519,9 @@ _HANDLERS: Mapping[Phase, Callable[[Intent, Memory, Observation, Admit], Decisio
 def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decision: Decision) -> Decision:
     """Follow the byte progress of the moves in flight (see :mod:`kpo.domain.stall`): flag those that copied nothing
     for ``stall_after`` seconds, with one Event when a move stalls (and one when it copies again), and cancel them
-    under onStall Cancel. A move re-targeted or cancelled by this very decision is not followed: its clock restarts
-    with its next submission."""
+    under onStall Cancel — flagged in this same decision (condition Stalled, ``stalled``), so the tick that decides a
+    stall reports it. A move re-targeted or cancelled by this very decision is not followed: its clock restarts
+    with its next submission. Moves cancelled for a stall stay reported while their failure stands."""
     now = observed.now
     if now is None:
         return decision
@@ -521,36 +530,53 @@ def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decisio
     owned = decision.classification.owned if decision.classification is not None else memory.owned
     moving = {tp for tp, replicas in owned.items() if tp in view.ongoing and view.ongoing[tp].target == replicas
               and tp not in decision.submit and tp not in decision.cancel} if watching else set()
-    watches = follow(memory.watches, {tp: copied_bytes(view, tp) for tp in moving}, now)
+    watches = follow(memory.watches, {tp: copied_bytes(view, tp) for tp in moving}, now,
+                     {tp: down_destinations(view, tp) for tp in moving})
     stalls = stalled(watches, view, now, intent.stall_after)
+    # Cancelled for a stall (onStall Cancel, accepted): reported until a new run clears the partition's failure.
+    cancelled = {tp: s for tp, s in memory.stalled.items() if s.cancelled and tp not in stalls
+                 and tp in memory.failures and memory.failures[tp].code == STALLED_CODE}
     events = list(decision.events)
     # A stalled move that copies again, ended (the phase may have moved on: Succeeded) or was cancelled (Stopping).
-    cleared = sorted(tp for tp in memory.stalled if tp not in stalls)
+    cleared = sorted(tp for tp, s in memory.stalled.items() if not s.cancelled and tp not in stalls)
     if cleared:
         events.append(Event("Normal", STALL_CLEARED, f"{len(cleared)} move(s) no longer stalled (copying again, "
                                                      f"ended or cancelled): {', '.join(map(str, cleared[:10]))}"))
     if not watching:
-        return _with(decision, events=tuple(events))
-    if not stalls:
-        return _with(decision, watches=watches, events=tuple(events))
-    details = "; ".join(stall.describe(tp, now) for tp, stall in list(stalls.items())[:5])
-    more = f" and {len(stalls) - 5} more" if len(stalls) > 5 else ""
-    headline = f"{len(stalls)} move(s) made no byte progress for {int(intent.stall_after)}s or more"
-    if intent.cancel_on_stall:
+        return _with(decision, events=tuple(events), stalled=cancelled, stall_message=_stall_message(
+            intent, {}, cancelled, now))
+    new = [tp for tp in stalls if tp not in memory.stalled]
+    listed = "; ".join(stalls[tp].describe(tp, now) for tp in new[:5])
+    give_up: dict[TopicPartition, KafkaRefusal] = {}
+    if intent.cancel_on_stall and stalls:
         give_up = {tp: KafkaRefusal(STALLED_CODE, f"no byte progress for {int(intent.stall_after)}s or more "
                                                   f"({stall.describe(tp, now)}): cancelled (execution.onStall Cancel)")
                    for tp, stall in stalls.items()}
-        events.append(Event("Warning", MOVE_STALLED, f"{headline}, cancelling (execution.onStall Cancel): "
-                                                     f"{details}{more}"))
-        return _with(decision, watches=watches, events=tuple(events), give_up=give_up,
-                     cancel=tuple(sorted({*decision.cancel, *stalls})))
-    new = [tp for tp in stalls if tp not in memory.stalled]
-    if new:
-        listed = "; ".join(stalls[tp].describe(tp, now) for tp in new[:5])
+        if new:
+            events.append(Event("Warning", MOVE_STALLED, f"{len(new)} move(s) made no byte progress for "
+                                                         f"{int(intent.stall_after)}s or more, cancelling "
+                                                         f"(execution.onStall Cancel): {listed}"))
+    elif new:
         events.append(Event("Warning", MOVE_STALLED, f"{len(new)} move(s) stalled (execution.onStall Report: left "
                                                      f"running): {listed}"))
-    return _with(decision, watches=watches, stalled=stalls, events=tuple(events),
-                 stall_message=f"{headline}: {details}{more}")
+    return _with(decision, watches=watches, stalled={**cancelled, **stalls}, events=tuple(events), give_up=give_up,
+                 cancel=tuple(sorted({*decision.cancel, *give_up})),
+                 stall_message=_stall_message(intent, stalls, cancelled, now))
+
+
+def _stall_message(intent: Intent, stalls: Mapping[TopicPartition, Stall],
+                   cancelled: Mapping[TopicPartition, Stall], now: dt.datetime) -> str:
+    """The Stalled condition's message: the moves stalled now (and what onStall does), then those cancelled before."""
+    parts = []
+    for found, headline in (
+            (stalls, f"made no byte progress for {int(intent.stall_after)}s or more"
+                     + (", cancelling (execution.onStall Cancel)" if intent.cancel_on_stall else "")),
+            (cancelled, "stalled and were cancelled (execution.onStall Cancel)")):
+        if found:
+            details = "; ".join(s.describe(tp, now) for tp, s in list(found.items())[:5])
+            more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+            parts.append(f"{len(found)} move(s) {headline}: {details}{more}")
+    return "; ".join(parts)
 
 
 # -------------------------------------------------------------------------------------------------------- helpers

@@ -16,6 +16,7 @@ from typing import Any
 
 from kpo.domain import access
 from kpo.domain import conditions as cond
+from kpo.domain.clock import utcnow
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal
 from kpo.domain.leaders_away import ELECTION_NOT_NEEDED, LeadersAway, leaders_away
@@ -162,6 +163,8 @@ class Ports:
     #: The partitions a plan selects, as DescribeTopics shows them now: read once, when the plan has succeeded and
     #: brokers must lead none of them (Intent.leaders_away).
     selection: Callable[[], Mapping[TopicPartition, PartitionState]] = lambda: {}
+    #: The time after acting (the tick's ``now`` is when it began).
+    clock: Callable[[], dt.datetime] = utcnow
 
 
 @dataclass(frozen=True)
@@ -273,8 +276,10 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
         if not (condition(status, cond.PROGRESSING).get("message") or "").startswith(headline + ":"):
             events.append(Event("Warning", BROKER_UNAVAILABLE, decision.message))
 
+    # The moves were sent just now, not when the tick began (a first tick reads and records for seconds): the
+    # execution clock starts here (status.progress.startedAt).
     new_status = status_of(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
-                           failures=failures, rollback_name=rollback_name, now=now)
+                           failures=failures, rollback_name=rollback_name, now=now, acted=max(now, ports.clock()))
     if journal is not None:
         new_status["throttle"] = throttle_status(journal)
     if leader_election is not None:
@@ -333,7 +338,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         originals = {**memory.originals, **decision.save_originals}
         moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
                  for tp, t in decision.targets.items() if tp in view.partitions}
-        effects.journal = ports.ensure_throttle(intent.throttle, moves, ports.load_throttle(), view.brokers)
+        effects.journal = ports.ensure_throttle(intent.throttle, moves, ports.load_throttle(), _answering(view))
         effects.rollback_name = effects.rollback_name or ports.records
     # 2b. KIP-1066: the brokers a RemoveBrokers drain empties are cordoned before its moves start, and only while it
     #     executes, pauses or has succeeded; any other phase takes the cordons back.
@@ -385,12 +390,19 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
         journal = ports.load_throttle()
         effects.journal = journal
         if not journal.empty:
-            left = ports.remove_throttle(journal, view.brokers)
+            left = ports.remove_throttle(journal, _answering(view))
             effects.journal = left
             if left.empty:
                 effects.events.append(Event("Normal", "ThrottleRemoved", "replication throttles removed"))
             else:
-                effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - set(view.brokers))
+                effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - _answering(view))
+
+
+def _answering(view: ClusterView) -> set[int]:
+    """The brokers whose configs a tick may read and write: listed by Kafka and answering. A broker's configs go to
+    that broker, and one that just died stays listed until it is fenced: each request to it waited out the whole
+    timeout, holding the tick (and the cluster's other calls) for seconds."""
+    return {b for b in view.brokers if view.available(b)}
 
 
 def _refused_meanwhile(ports: Ports, effects: _Effects) -> None:

@@ -25,10 +25,11 @@ from kpo.domain.clock import parse_rfc3339, rfc3339
 from kpo.domain.cordon import CordonJournal
 from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
+from kpo.domain.pause import ExecutionClock, eta_while_paused
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Progress, progress
-from kpo.domain.stall import Watch
+from kpo.domain.stall import STALLED_CODE, Stall, Watch
 from kpo.domain.throttle import ThrottleJournal
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
 
@@ -54,9 +55,11 @@ def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Repl
         failures={TopicPartition(f.topic, f.partition): KafkaRefusal(code=f.reason, message=f.message)
                   for f in typed.failures},
         originals=dict(originals),
-        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at)
+        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at, tuple(m.down))
                  for m in typed.in_flight if m.progress_at is not None},
-        stalled=frozenset(TopicPartition(s.topic, s.partition) for s in typed.stalled_moves))
+        stalled={TopicPartition(s.topic, s.partition): Stall(tuple(s.brokers), tuple(s.down), s.copied_bytes,
+                                                             s.since, s.cancelled)
+                 for s in typed.stalled_moves if s.since is not None})
 
 
 def claim_of(key: str, created: str, partitions: Collection[TopicPartition], status: Mapping[str, Any]) -> Claim:
@@ -104,12 +107,16 @@ def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[
 def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, view: ClusterView, *,
               recorded_originals: Mapping[TopicPartition, Replicas], owned: Mapping[TopicPartition, Replicas],
               failures: Mapping[TopicPartition, KafkaRefusal], rollback_name: str | None,
-              now: dt.datetime) -> dict[str, Any]:
-    """The status an execution tick writes (the throttle and leader election fields are the reconciler's)."""
+              now: dt.datetime, acted: dt.datetime | None = None) -> dict[str, Any]:
+    """The status an execution tick writes (the throttle and leader election fields are the reconciler's);
+    ``acted``: when the tick had sent its moves (the execution clock starts then; default ``now``)."""
     old_progress = previous.get("progress") or {}
-    started = parse_rfc3339(old_progress.get("startedAt"))
-    if started is None and (owned or decision.phase is Phase.EXECUTING):
-        started = now
+    clock = ExecutionClock.read(parse_rfc3339(old_progress.get("startedAt")),
+                                float(old_progress.get("elapsedSeconds") or 0),
+                                float(old_progress.get("pausedSeconds") or 0),
+                                parse_rfc3339(old_progress.get("pausedSince")))
+    clock = clock.advance(running=bool(owned) or decision.phase is Phase.EXECUTING,
+                          paused=decision.phase is Phase.PAUSED, now=now, start=acted)
     status: dict[str, Any] = {
         "phase": decision.phase.value,
         "observedGeneration": intent.generation,
@@ -121,9 +128,9 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
         "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
                       for c in decision.conflicts[:REPORTED_PARTITIONS]],
         "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
-        "stalledMoves": _entries(decision.stalled, lambda s: {
+        "stalledMoves": _entries(_stalled(decision.stalled, failures), lambda s: {
             "brokers": list(s.brokers), "down": list(s.down), "copiedBytes": s.copied,
-            "since": rfc3339(s.since)})[:REPORTED_PARTITIONS],
+            "since": rfc3339(s.since), "cancelled": s.cancelled})[:REPORTED_PARTITIONS],
     }
     if rollback_name:
         status["rollbackConfigMap"] = rollback_name
@@ -138,7 +145,7 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
         if decision.skipped:
             # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
             counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
-        elapsed = (now - started).total_seconds() if started else 0.0
+        elapsed = clock.elapsed(now)
         status["progress"] = {
             "total": counted.total, "completed": counted.completed, "inFlight": counted.in_flight,
             "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
@@ -146,12 +153,19 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
             "bytesMoved": counted.bytes_moved, "percent": counted.percent, "summary": counted.summary,
         }
         eta = counted.eta_seconds(elapsed)
+        if decision.phase is Phase.PAUSED:
+            eta = eta_while_paused(eta, old_progress.get("etaSeconds"))
         if eta is not None:
             status["progress"]["etaSeconds"] = eta
-        if started:
-            status["progress"]["startedAt"] = rfc3339(started)
-            status["progress"]["elapsedSeconds"] = int(elapsed)
-        if started and decision.phase is Phase.SUCCEEDED and previous.get("phase") != Phase.SUCCEEDED.value:
+        if clock.started:
+            status["progress"] |= {"startedAt": rfc3339(clock.started), "elapsedSeconds": int(elapsed),
+                                   "pausedSeconds": int(clock.paused_total(now))}
+            if clock.paused_since is not None:
+                status["progress"]["pausedSince"] = rfc3339(clock.paused_since)
+            elif old_progress.get("pausedSince"):
+                status["progress"]["pausedSince"] = None  # resumed: removed (the status is a merge patch)
+        if clock.started and decision.phase is Phase.SUCCEEDED and previous.get("phase") != Phase.SUCCEEDED.value:
+            # The estimate against the run's time without its pauses.
             status["duration"] = duration_status(previous.get("proposal") or {}, int(elapsed))
     elif old_progress:
         status["progress"] = dict(old_progress)
@@ -161,7 +175,20 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
 def _in_flight(replicas: Replicas, watch: Watch | None, now: dt.datetime) -> dict[str, Any]:
     """One status.inFlight entry: the move, and its stall clock (a move not watched yet starts one now)."""
     watch = watch or Watch(0, now)
-    return {"replicas": list(replicas), "copiedBytes": watch.copied, "progressAt": rfc3339(watch.since)}
+    return {"replicas": list(replicas), "copiedBytes": watch.copied, "progressAt": rfc3339(watch.since),
+            "down": list(watch.down)}
+
+
+def _stalled(stalled: Mapping[TopicPartition, Stall], failures: Mapping[TopicPartition, KafkaRefusal]
+             ) -> dict[TopicPartition, Stall]:
+    """status.stalledMoves after acting: a move whose cancellation Kafka accepted (its failure is recorded) is
+    listed as cancelled; one cancelled before whose failure a new run cleared is not listed any more."""
+    listed = {}
+    for tp, stall in stalled.items():
+        gave_up = tp in failures and failures[tp].code == STALLED_CODE
+        if gave_up or not stall.cancelled:
+            listed[tp] = replace(stall, cancelled=gave_up)
+    return listed
 
 
 def _all_done(counted: Progress) -> Progress:
