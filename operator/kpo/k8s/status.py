@@ -35,19 +35,51 @@ def patch_status(api: client.ApiClient, plural: str, body: Mapping[str, Any], st
     """
     meta = body["metadata"]
     group, _, version = str(body["apiVersion"]).partition("/")
-    patch: dict[str, Any] = {"status": dict(status)}
-    if meta.get("resourceVersion"):
-        patch["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+    custom = client.CustomObjectsApi(api)
+    resource_version = meta.get("resourceVersion")
+    for _attempt in range(3):
+        patch: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            patch["metadata"] = {"resourceVersion": resource_version}
+        try:
+            written = custom.patch_namespaced_custom_object_status(
+                group, version, meta["namespace"], plural, meta["name"], patch,
+                _content_type="application/merge-patch+json", _request_timeout=WRITE_TIMEOUT_SECONDS)
+            break
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status != 409:
+                raise
+            # A change of metadata alone (Kopf adding its finalizer right after creation, an annotation) moves the
+            # resourceVersion but not what the tick decided from: the spec (generation) and the status. Then the
+            # status is written on the fresh version; anything else means the tick decided on an older object.
+            fresh = _current(custom, group, version, plural, meta)
+            if fresh is None:
+                return None
+            if not same_inputs(body, fresh):
+                raise StaleStatus(f"{meta['namespace']}/{meta['name']} changed since resourceVersion "
+                                  f"{meta.get('resourceVersion')}") from exc
+            resource_version = fresh["metadata"].get("resourceVersion")
+    else:
+        raise StaleStatus(f"{meta['namespace']}/{meta['name']} kept changing while its status was written")
+    metadata = written.get("metadata") if isinstance(written, dict) else None
+    return str((metadata or {}).get("resourceVersion") or "")
+
+
+def _current(custom: client.CustomObjectsApi, group: str, version: str, plural: str, meta: Mapping[str, Any]
+             ) -> dict[str, Any] | None:
     try:
-        written = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            group, version, meta["namespace"], plural, meta["name"], patch,
-            _content_type="application/merge-patch+json", _request_timeout=WRITE_TIMEOUT_SECONDS)
+        found = custom.get_namespaced_custom_object(
+            group, version, meta["namespace"], plural, meta["name"], _request_timeout=WRITE_TIMEOUT_SECONDS)
     except ApiException as exc:
         if exc.status == 404:
             return None
-        if exc.status == 409:
-            raise StaleStatus(f"{meta['namespace']}/{meta['name']} changed since resourceVersion "
-                              f"{meta.get('resourceVersion')}") from exc
         raise
-    metadata = written.get("metadata") if isinstance(written, dict) else None
-    return str((metadata or {}).get("resourceVersion") or "")
+    return found if isinstance(found, dict) else None
+
+
+def same_inputs(body: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
+    """Whether ``fresh`` has the spec generation and the status ``body`` had: only its metadata moved on."""
+    return bool(body["metadata"].get("generation") == fresh["metadata"].get("generation")
+                and (body.get("status") or {}) == (fresh.get("status") or {}))
