@@ -16,7 +16,7 @@ from kafka.admin import KafkaAdminClient
 
 from e2e.kafka_support import create_topic, replicas_of
 from e2e.kube_support import Resources
-from e2e.reassignment_support import fill
+from e2e.reassignment_support import MESSAGE_BYTES, fill
 
 KPR = "PartitionReassignment"
 TOLERANCE = 0.1
@@ -48,7 +48,12 @@ def per_broker(sizes: dict[tuple[str, int, int], int], brokers: list[int]) -> di
 def test_a_rebalance_that_excludes_a_broker_states_a_true_lower_bound(
         kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
     create_topic(kafka_admin, topic_name, 6, assignment=[[1, 3]] * 6)
-    fill(bootstrap_servers, topic_name, list(range(6)), messages=300)  # ~3 MB each, 18 MB on broker 1
+    # The band is over every topic on brokers 1 and 2, and the suite's earlier tests leave them 170 MB or more
+    # each: write enough to broker 1 that it must shed about 8 MB, whatever the bed already holds.
+    held = per_broker(replica_bytes(bootstrap_servers, [1, 2]), [1, 2])
+    needed = max(18_000_000, int((8_000_000 + (1 + TOLERANCE) / 2 * held[2]) / (1 - (1 + TOLERANCE) / 2) - held[1]))
+    assert needed <= 300_000_000, f"brokers 1 and 2 hold too much for this test to unbalance them: {held}"
+    fill(bootstrap_servers, topic_name, list(range(6)), messages=-(-needed // (6 * MESSAGE_BYTES)))
     before = replica_bytes(bootstrap_servers, [1, 2])
     load = per_broker(before, [1, 2])
     mean = (load[1] + load[2]) / 2
