@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,16 +28,6 @@ from kpo.planner import job
 
 DATA = Path(__file__).parent / "data" / "planner"
 CASES = {"scope-bound-excluded-broker": 270, "scope-bound-named-brokers": 270, "scope-bound-excluded-topic": 270}
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = (SparkSession.builder.master("local[2]").appName("kpo-lower-bound-tests")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def least_movement(folder: Path) -> int:

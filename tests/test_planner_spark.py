@@ -11,7 +11,6 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,6 @@ from kpo.planner.plan import make_plan, read_snapshot
 from kpo.planner.workdir import write_input
 
 DATA = Path(__file__).parent / "data" / "planner"
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    session = (SparkSession.builder.master("local[2]").appName("kpo-planner-tests")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def _plan(spark: SparkSession, folder: Path, out: Path) -> tuple[PlanMetrics, dict[str, object]]:
