@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -14,7 +15,9 @@ from kubernetes.client.exceptions import ApiException
 
 from e2e.kafka_support import broker_rate, create_topic, describe_topic, replicas_of, topic_list, wait_for
 from e2e.kube_support import Resources
+from e2e.operator_support import OperatorProcess
 from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
+from kpo.k8s.throttle_record import data_key, record_name
 
 KPR = "PartitionReassignment"
 pytestmark = pytest.mark.usefixtures("kpo_operator")
@@ -224,3 +227,57 @@ def test_elect_leaders_after_puts_leadership_on_the_first_target_replica(
     assert {p: leader for p, (_, leader, _) in described.items()} == {0: 2, 1: 3}
     assert status["leaderElection"]["failed"] == 0
     assert status["leaderElection"]["elected"] + status["leaderElection"]["alreadyPreferred"] == 2
+
+
+def _record(api: client.ApiClient, namespace: str) -> dict[str, dict[str, object]]:
+    """The cluster's throttle record as the API server holds it: resource key -> journal."""
+    try:
+        found = client.CoreV1Api(api).read_namespaced_config_map(record_name("default"), namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return {k: json.loads(v) for k, v in (found.data or {}).items()}
+
+
+def test_the_clusters_throttles_are_recorded_in_one_place_and_an_upgraded_operator_leaves_nothing(
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources,
+        api_client: client.ApiClient, operator_namespace: str, kpo_operator: OperatorProcess) -> None:
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1], [2]])
+    # 12 MB each under a 20 kB/s throttle: a follower fetches up to 1 MiB and then waits out the quota window (~11 s),
+    # so each move lasts a couple of minutes. Equal sizes, so that neither holds most of the bytes copied into broker
+    # 3 (which would give it the broker to itself) and both move at once.
+    fill(bootstrap_servers, topic_name, [0, 1], messages=1200)
+    keys = {name: data_key(f"{resources.namespace}/{name}") for name in ("shares-a", "shares-b")}
+    # Two resources whose moves both copy into broker 3: its rates are shared, a reference each.
+    for name, partition in (("shares-a", 0), ("shares-b", 1)):
+        resources.create(KPR, name, {"partitions": spec_partitions(topic_name, {partition: [3]}),
+                                     "execution": {"throttle": 20_000}})
+    wait_for(lambda: len(ongoing(bootstrap_servers, topic_name)) == 2, 60, "both moves in flight")
+    wait_for(lambda: broker_rate(kafka_admin, 3) == "20000", 30, "kpo's rate on broker 3")
+    record = _record(api_client, operator_namespace)
+    for name in keys:
+        assert 3 in record[keys[name]]["brokers"], record  # type: ignore[operator]
+    # An operator of a version that kept the journals per resource only: stopped, no record, started again.
+    kpo_operator.kill()
+    client.CoreV1Api(api_client).delete_namespaced_config_map(record_name("default"), operator_namespace)
+    kpo_operator.start()
+    # shares-a ends (stopped: its move cancelled) while shares-b still copies into broker 3.
+    resources.patch_spec(KPR, "shares-a", {"stop": True})
+    resources.wait_phase(KPR, "shares-a", "Stopped", timeout=120)
+    wait_for(lambda: set(ongoing(bootstrap_servers, topic_name)) == {1}, 30, "shares-a's move cancelled")
+    assert replicas_of(kafka_admin, topic_name)[0] == [1]
+    assert broker_rate(kafka_admin, 3) == "20000", "shares-b still needs broker 3's rate"
+    assert "1:2" in topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas")
+    assert topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == {"1:3"}
+    wait_for(lambda: keys["shares-b"] in _record(api_client, operator_namespace), 30,
+             "shares-b's journal, kept by its own ConfigMap, taken into the record")
+    assert keys["shares-a"] not in _record(api_client, operator_namespace)
+    resources.patch_spec(KPR, "shares-b", {"execution": {"throttle": 50_000_000}})
+    resources.wait_phase(KPR, "shares-b", "Succeeded", timeout=180)
+    wait_for(lambda: all(broker_rate(kafka_admin, b, k) is None for b in (1, 2, 3)
+                         for k in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")),
+             30, "no rate left on any broker")
+    for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+        assert topic_list(kafka_admin, topic_name, key) == set(), key
+    assert not set(keys.values()) & set(_record(api_client, operator_namespace)), "both keys gone from the record"

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from e2e.helm_support import CHART, documents, helm, installed, template
 from kpo.config import OperatorConfig, PlannerConfig
+from kpo.k8s.throttle_record import record_name
 from kpo_testbed import Testbed
 
 FULL_VALUES: dict[str, Any] = {
@@ -242,3 +243,18 @@ def test_helm_install_creates_a_restricted_deployment(testbed: Testbed, api_clie
         assert refused.value.status == 403
         assert "restricted" in str(refused.value.body) and "allowPrivilegeEscalation" in str(refused.value.body)
     assert apps.list_namespaced_deployment(namespace).items == []  # helm uninstall removed it
+
+
+def test_each_clusters_throttle_record_is_rendered_under_the_operators_name_and_granted_by_name(
+        testbed: Testbed, tmp_path: Path) -> None:
+    names = ["main", "Prod_EU", "a.b", "9_", "x" * 70]
+    values = {"kafka": {"defaultCluster": "main", "clusters": {n: {"bootstrapServers": "k:9092"} for n in names}}}
+    docs = documents(template(testbed, values, tmp_path).stdout)
+    records = {d["metadata"]["annotations"]["kpo.dev/cluster"]: d["metadata"]["name"]
+               for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("kpo-throttles-")}
+    assert set(names) <= set(records), records  # the chart's own "default" cluster comes with them
+    assert records == {n: record_name(n) for n in records}
+    role = next(d for d in by_kind(docs, "Role") if d["metadata"]["name"].endswith("-throttle-records"))
+    [rule] = role["rules"]
+    assert rule["resources"] == ["configmaps"] and rule["verbs"] == ["get", "patch"], "no create: the chart makes them"
+    assert sorted(rule["resourceNames"]) == sorted(records.values())

@@ -37,6 +37,7 @@ from kpo.k8s.proposals import ProposalStore
 from kpo.k8s.rollback import RollbackStore
 from kpo.k8s.secrets import read_secret_key
 from kpo.k8s.status import patch_status
+from kpo.k8s.throttle_record import ConfigMapThrottleRecord
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
 from kpo.plan_backends import PlanningJobs
@@ -192,7 +193,9 @@ class OperatorContext:
             executor = ClusterExecutor(cluster, lambda: self.kafka(cluster),
                                        SchedulerConfig(defaults=for_crs, max_moves=defaults.max_moves),
                                        looks=looks, stale_after_seconds=max(30.0, 10 * poll),
-                                       may_act=self._may_act)
+                                       may_act=self._may_act,
+                                       throttle_record=ConfigMapThrottleRecord(self.api, self.config.namespace,
+                                                                               cluster))
             self._executors[cluster] = executor
             if self.config.refill.first_probe_seconds > 0:
                 RefillLoop(executor, interval=self.config.refill.first_probe_seconds,

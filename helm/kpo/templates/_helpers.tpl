@@ -149,3 +149,18 @@ sparkApplication:
 {{ toYaml $spark.sparkConf | indent 4 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The throttle record ConfigMap of a Kafka cluster, as kpo.k8s.throttle_record.record_name names it: the cluster's name
+where it is a DNS label, else a slug of it and the first 8 hex digits of its SHA-256.
+*/}}
+{{- define "kpo.throttleRecordName" -}}
+{{- $slug := regexReplaceAll "[^a-z0-9-]+" (lower .) "-" | trimAll "-" | trunc 40 -}}
+{{- if eq $slug . -}}
+kpo-throttles-{{ $slug }}
+{{- else if $slug -}}
+kpo-throttles-{{ $slug }}-{{ sha256sum . | trunc 8 }}
+{{- else -}}
+kpo-throttles-{{ sha256sum . | trunc 8 }}
+{{- end -}}
+{{- end }}

@@ -17,7 +17,8 @@ the resources' statuses say yet; other listed moves belong to the resource whose
 of kpo's (a foreign move, which still counts against every broker limit).
 
 The cluster's throttles are judged here too (:class:`~kpo.execution.ledger.ThrottleLedger`), one resource at a time,
-so two resources never both take a rate for someone else's.
+against every resource's journal as the cluster's one record keeps them, so two resources never both take a rate for
+someone else's.
 
 An executor acts only while ``may_act`` says so: with leader election, a replica whose Lease renewal failed stops
 sending at once, even before its process ends.
@@ -35,7 +36,7 @@ from datetime import UTC, datetime
 from kpo.domain.model import KafkaRefusal, OngoingReassignment, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate
 from kpo.domain.scheduling import Execution, Move, Owner, SchedulerConfig, moves_to_start
-from kpo.execution.ledger import ThrottleLedger
+from kpo.execution.ledger import ThrottleLedger, ThrottleRecord
 from kpo.execution.observation import Look, SharedLooks
 from kpo.execution.rates import WriteRates
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
@@ -79,11 +80,12 @@ class _Sent:
 class ClusterExecutor:
     def __init__(self, name: str, kafka: Callable[[], KafkaAdmin], config: SchedulerConfig, *,
                  looks: SharedLooks, stale_after_seconds: float = 30.0, reservation_seconds: float = 60.0,
-                 may_act: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.monotonic) -> None:
+                 may_act: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.monotonic,
+                 throttle_record: ThrottleRecord | None = None) -> None:
         self.name = name
         self.config = config
         self.looks = looks
-        self.throttles = ThrottleLedger()
+        self.throttles = ThrottleLedger(record=throttle_record)
         self.write_rates = WriteRates()
         self._kafka = kafka
         self._stale_after = stale_after_seconds

@@ -1,16 +1,23 @@
 """The throttle ledger of one Kafka cluster: which throttles kpo holds there, for which resources.
 
-Each resource journals the throttles it holds (its rollback ConfigMap, before anything is applied, and its status),
-and a broker rate or replica entry several resources need is recorded by each of them: a reference each
-(:func:`kpo.domain.throttle.journal`). Whether a rate is someone else's, or still needed by another resource when one
-ends, is judged against the other resources' journals — and that judgement used to read them from the operator's
-index of statuses, which lags: two resources deciding at once, or one ending while the index still showed another's
-old journal, each took the rate for the other's, and 100 resources left both rates on every broker for good.
+Each resource journals the throttles it holds (:class:`~kpo.domain.throttle.ThrottleJournal`): a broker rate or
+replica entry several resources need is recorded by each of them, a reference each, and whichever ends last takes it
+back. The journals of every resource on the cluster are kept in one place, the cluster's :class:`ThrottleRecord` (a
+ConfigMap in the operator's namespace, :mod:`kpo.k8s.throttle_record`), and each is written there *before* any change
+it names is made in Kafka. The resource's own ConfigMap keeps its copy too, beside its originals.
 
-Here a cluster's throttle changes are made one resource at a time, and the other resources' journals are the ones
-this ledger recorded as they were saved (fresher than any status), falling back to the index only for resources it
-has not seen since the operator started — which is also how an operator upgraded mid-flight picks up the journals
-earlier versions kept per resource: they are the same journals.
+Why one place: whether a rate is someone else's, or still needed by another resource when one ends, is judged
+against the other resources' journals. Read from the operator's index of statuses, which lags, two resources deciding
+at once — or one ending while the index still showed another's old journal — each took the rate for the other's, and
+100 resources left both rates on every broker for good. A status also says nothing until the tick that changed Kafka
+has written it, and is gone with a namespace being deleted. The record is written first and read back when it is
+older than ``fresh_seconds`` (another operator, scoped to other namespaces, may share the cluster), and the ledger
+lets one resource at a time change the cluster's throttles.
+
+An operator upgraded mid-flight from the per-resource journals finds no record: the journals in the resources'
+statuses (the index) count until each resource next saves its journal, which puts it in the record. A holder the
+record names whose resource no longer exists (its finalizer taken off by hand) would keep a shared rate for ever: the
+ledger asks whether it exists, and takes back what it alone held, once, when a removal meets it.
 
 Reading every throttled broker's and topic's configs on every tick of every resource cost a DescribeConfigs per
 broker and per topic per tick; for the entities kpo holds, the ledger keeps what it read for ``fresh_seconds``
@@ -20,17 +27,34 @@ is seen when the entry is read again). Entities kpo does not hold are always rea
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.throttle import ConfigChange, ThrottleJournal
 from kpo.execution import throttles
 from kpo.kafka.admin import KafkaAdmin
 
+log = logging.getLogger(__name__)
+
 Save = Callable[[ThrottleJournal], object]
+
+
+class ThrottleRecord(Protocol):
+    """The cluster's throttle journals, every resource's, in one place (keys are the resources' "namespace/name")."""
+
+    def load(self) -> Mapping[str, ThrottleJournal]:
+        """Every journal recorded for the cluster."""
+
+    def save(self, key: str, journal: ThrottleJournal) -> None:
+        """Record ``key``'s journal; an empty one removes ``key``."""
+
+    def exists(self, key: str) -> bool | None:
+        """Whether the resource ``key`` still exists (None: cannot tell, e.g. not allowed to read it)."""
 
 
 class _ConfigCache:
@@ -114,25 +138,56 @@ class ThrottleLedger:
     #: An empty journal stays recorded this long (it overrides the index's stale copy until the status is written).
     EMPTY_KEPT_SECONDS = 300.0
 
-    def __init__(self, *, fresh_seconds: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, record: ThrottleRecord | None = None, fresh_seconds: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
+        #: The journals this ledger saved, with when: the freshest of all.
         self._journals: dict[str, tuple[ThrottleJournal, float]] = {}
+        self._record = record
+        #: The record as last read (and kept up to date with this ledger's own saves), and when it was read.
+        self._recorded: dict[str, ThrottleJournal] = {}
+        self._recorded_at: float | None = None
+        #: Holders the record names that were asked whether they exist (once each).
+        self._asked: set[str] = set()
         self._cache = _ConfigCache(fresh_seconds, clock)
+        self._fresh_seconds = fresh_seconds
         self._clock = clock
 
     def others(self, key: str, index: Mapping[str, ThrottleJournal]) -> list[ThrottleJournal]:
-        """The journals of every resource but ``key``: the ledger's where it has one, else the index's."""
+        """The journals of every resource but ``key``: this ledger's own saves first, then the cluster's record,
+        then the index (statuses: journals kept before the record existed)."""
+        return [j for k, j in sorted(self._holders(index).items()) if k != key and not j.empty]
+
+    def _holders(self, index: Mapping[str, ThrottleJournal]) -> dict[str, ThrottleJournal]:
         now = self._clock()
         for gone in [k for k, (j, at) in self._journals.items() if j.empty and now - at > self.EMPTY_KEPT_SECONDS]:
             del self._journals[gone]
-        merged = {**index, **{k: j for k, (j, _at) in self._journals.items()}}
-        return [j for k, j in sorted(merged.items()) if k != key and not j.empty]
+        return {**index, **self._recorded, **{k: j for k, (j, _at) in self._journals.items()}}
+
+    def _read_record(self) -> None:
+        if self._record is None:
+            return
+        now = self._clock()
+        if self._recorded_at is not None and now - self._recorded_at <= self._fresh_seconds:
+            return
+        self._recorded = {k: j for k, j in self._record.load().items() if not j.empty}
+        self._recorded_at = now
+
+    def _write_record(self, key: str, journal: ThrottleJournal) -> None:
+        if self._record is None:
+            return
+        self._record.save(key, journal)
+        if journal.empty:
+            self._recorded.pop(key, None)
+        else:
+            self._recorded[key] = journal
 
     def _set(self, key: str, journal: ThrottleJournal) -> None:
         self._journals[key] = (journal, self._clock())
 
     def _recording(self, key: str, save: Save) -> Save:
         def saved(journal: ThrottleJournal) -> object:
+            self._write_record(key, journal)
             result = save(journal)
             self._set(key, journal)
             return result
@@ -143,6 +198,11 @@ class ThrottleLedger:
                live_brokers: Collection[int]) -> ThrottleJournal:
         """:func:`throttles.ensure` for resource ``key``, alone on this cluster while it runs."""
         with self._lock:
+            self._read_record()
+            if self._record is not None and not previous.empty and self._recorded.get(key) != previous:
+                # A journal kept only by the resource (an earlier version's, or a save the record missed): into
+                # the record before anything more is applied.
+                self._write_record(key, previous)
             others = self.others(key, index)
             mine = throttles.ensure(self._cached(kafka, [previous, *others]), rate, moves, previous=previous,
                                     others=others, save=self._recording(key, save), live_brokers=live_brokers)
@@ -153,15 +213,37 @@ class ThrottleLedger:
                save: Save, live_brokers: Collection[int] | None) -> ThrottleJournal:
         """:func:`throttles.remove` for resource ``key``: what it alone still needs goes; what is left is returned."""
         with self._lock:
+            self._read_record()
+            self._let_go_of_the_departed(key, kafka, index, live_brokers)
             others = self.others(key, index)
             left = throttles.remove(self._cached(kafka, [journal, *others]), journal, others,
                                     self._recording(key, save), live_brokers=live_brokers)
             self._set(key, left)
             return left
 
+    def _let_go_of_the_departed(self, key: str, kafka: KafkaAdmin, index: Mapping[str, ThrottleJournal],
+                                live_brokers: Collection[int] | None) -> None:
+        """Take back what holders that no longer exist alone held: nobody else ever would."""
+        if self._record is None:
+            return
+        for holder, journal in sorted(self._recorded.items()):
+            if holder == key or holder in index or holder in self._journals or holder in self._asked:
+                continue
+            self._asked.add(holder)
+            if self._record.exists(holder) is not False:
+                continue
+            log.warning("the throttle journal of %s, which no longer exists, is still recorded: taking back what "
+                        "it alone held", holder)
+            others = [j for k, j in sorted(self._holders(index).items()) if k != holder and not j.empty]
+            left = throttles.remove(self._cached(kafka, [journal, *others]), journal, others,
+                                    functools.partial(self._write_record, holder), live_brokers=live_brokers)
+            if not left.empty:
+                self._asked.discard(holder)  # a broker that is down: the next removal tries again
+
     def forget(self, key: str) -> None:
         """``key`` no longer counts as a holder (deleted with deletionPolicy Orphan: its throttles are the user's)."""
         with self._lock:
+            self._write_record(key, ThrottleJournal())
             self._set(key, ThrottleJournal())
 
     def _cached(self, kafka: KafkaAdmin, held: Sequence[ThrottleJournal]) -> KafkaAdmin:
