@@ -13,7 +13,7 @@ restores it, and then checks what an operator on call would:
 - the operator's peak RSS (VmHWM of every operator process the suite sees) stays under 400 MB.
 
 The results table (scenario | phase | acked | lost | moves/throttles left | peak RSS | duration) is printed at the end
-of the module and written to ``fault-suite.md`` in pytest's base temp dir; README.md quotes it. A scenario records
+of the module and written to ``fault-suite.md`` in pytest's base temp dir; docs/testing.md quotes it. A scenario records
 its row before it asserts, so the table is complete even when one fails.
 """
 

@@ -1,4 +1,4 @@
-"""Command line for the test bed (used by the Makefile and documented in the README).
+"""Command line for the test bed (used by the Makefile and documented in docs/testing.md).
 
     python -m kpo_testbed up|down|status [--dir .testbed]
     python -m kpo_testbed kill-node N [--graceful]    stop one Kafka node (SIGKILL unless --graceful)

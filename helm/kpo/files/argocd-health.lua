@@ -9,7 +9,7 @@
 --                where the user put it, neither broken nor busy
 --   Progressing  everything else: not reconciled yet, an older generation, or work in progress
 --
--- Install it in argocd-cm under resource.customizations.health.kpo.dev_<Kind> for each kind (see the README).
+-- Install it in argocd-cm under resource.customizations.health.kpo.dev_<Kind> for each kind (see docs/operating.md).
 local hs = {}
 
 local function condition(conditions, kind)
