@@ -1,6 +1,6 @@
 """One tick of a PartitionReassignment's planning phases: snapshot, job, proposal, approval.
 
-The I/O shell around :func:`planning.decide_planning`, as :mod:`reconciler` is for execution: it reads the cluster
+The I/O shell around :func:`plan_lifecycle.decide_planning`, as :mod:`reconciler` is for execution: it reads the cluster
 through the KafkaAdmin Protocol, hands the snapshot to the planning backend, keeps the proposal in its ConfigMap and
 returns the status to write. Once a proposal is approved the resource is Executing and :mod:`reconciler` carries
 the proposal's targets out like explicit ones.
