@@ -11,13 +11,13 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import generate_latest
 
 from kpo import metrics
-from kpo.api import Progress
+from kpo.api import PARTITION_REASSIGNMENT, PREFERRED_LEADER_ELECTION, Progress
 from kpo.domain.conditions import Event
 from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
 from kpo.resources import shell
 
-KIND = "PartitionReassignment"
+KIND = PARTITION_REASSIGNMENT.kind
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def sample(name: str, **labels: str) -> float | None:
 def tick(uid: str, before: dict[str, Any], written: dict[str, Any], cluster: str = "default",
          originals: dict[TopicPartition, tuple[int, ...]] | None = None) -> None:
     patch: dict[str, Any] = {}
-    with metrics.reconcile(KIND, uid, status=before, patch=patch, cluster=cluster) as scope:
+    with metrics.reconcile(PARTITION_REASSIGNMENT, uid, status=before, patch=patch, cluster=cluster) as scope:
         patch["status"] = written
         scope.settle(originals or {})
 
@@ -118,7 +118,7 @@ def test_the_watch_counts_resources_that_never_tick() -> None:
 
 
 def test_every_watch_event_counts_the_resource_and_deleted_forgets_it() -> None:
-    kind: shell.Kind[Any] = shell.Kind(name="PreferredLeaderElection", plural="preferredleaderelections",
+    kind: shell.Kind[Any] = shell.Kind(resource=PREFERRED_LEADER_ELECTION,
                                        parse=lambda spec: spec, at_rest=lambda _generation, _status: True,
                                        reconcile=lambda _tick: None)
     body = kopf.Body({"metadata": {"uid": "u1"}, "status": {"phase": "Succeeded"}})
@@ -128,7 +128,7 @@ def test_every_watch_event_counts_the_resource_and_deleted_forgets_it() -> None:
     assert sample("kpo_resources", kind="PreferredLeaderElection", phase="Pending") == 1
     shell.seen(kind, type="DELETED", body=body, uid="u1")
     assert sample("kpo_resources", kind="PreferredLeaderElection", phase="Succeeded") is None
-    metrics.watched(KIND, "odd", {"phase": "Executing", "inFlight": "not a list"})
+    metrics.watched(PARTITION_REASSIGNMENT, "odd", {"phase": "Executing", "inFlight": "not a list"})
     assert sample("kpo_resources", kind=KIND, phase="Executing") == 1, "a status the model refuses still counts"
 
 
@@ -207,7 +207,7 @@ def test_errors_escaping_a_tick_are_counted_and_re_raised(error: Exception, fami
                                                           labels: dict[str, str]) -> None:
     start = sample(family, **labels) or 0.0
     latency_count = sample("kpo_reconcile_duration_seconds_count", kind=KIND) or 0.0
-    with pytest.raises(type(error)), metrics.reconcile(KIND, "a", status={}, patch={}, cluster="err"):
+    with pytest.raises(type(error)), metrics.reconcile(PARTITION_REASSIGNMENT, "a", status={}, patch={}, cluster="err"):
         raise error
     assert sample(family, **labels) == start + 1
     assert sample("kpo_reconcile_duration_seconds_count", kind=KIND) == latency_count + 1
@@ -230,14 +230,14 @@ def test_errors_are_found_through_the_cause_chain() -> None:
 def test_kafka_refusals_reported_as_events_are_counted() -> None:
     labels = {"kind": KIND, "cluster": "ev", "reason": "KafkaRefused"}
     start = sample("kpo_kafka_errors_total", **labels) or 0.0
-    with metrics.reconcile(KIND, "a", status={}, patch={}, cluster="ev") as scope:
+    with metrics.reconcile(PARTITION_REASSIGNMENT, "a", status={}, patch={}, cluster="ev") as scope:
         scope.settle(events=(Event("Warning", "KafkaRefused", "no"), Event("Normal", "Started", "go")))
     assert sample("kpo_kafka_errors_total", **labels) == start + 1
 
 
 def test_originals_recorded_by_this_tick_count_for_the_per_broker_gauge() -> None:
     patch: dict[str, Any] = {}
-    with metrics.reconcile(KIND, "a", status={}, patch=patch, cluster="default") as scope:
+    with metrics.reconcile(PARTITION_REASSIGNMENT, "a", status={}, patch=patch, cluster="default") as scope:
         patch["status"] = {"phase": "Executing", "inFlight": in_flight(("t", 0, [2, 3]))}
         scope.settle(recorded_now={TopicPartition("t", 0): (1, 2)})
     assert sample("kpo_broker_moves_in_flight", cluster="default", broker="1") == 1

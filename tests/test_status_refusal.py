@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kpo.api import PARTITION_REASSIGNMENT
 from kpo.resources.shell import OBJECT_BUDGET_BYTES, STATUS_REFUSED, status_refusal
 from kpo.resources.shell import fallback_status as _fallback
 
 NOW = "2026-11-22T10:00:00Z"
+
+
+def _refused(body: dict[str, Any], status: dict[str, Any]) -> str | None:
+    return status_refusal(PARTITION_REASSIGNMENT, body, status)
 
 
 def body(partitions: int = 2, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -23,28 +28,28 @@ def condition(type_: str, message: str) -> dict[str, Any]:
 
 
 def test_a_valid_status_passes() -> None:
-    assert status_refusal(body(), {"phase": "Invalid", "observedGeneration": 3,
+    assert _refused(body(), {"phase": "Invalid", "observedGeneration": 3,
                                    "conditions": [condition("Ready", "x" * 32768)]}) is None
 
 
 def test_a_message_over_the_conditions_32_kib_is_refused_as_the_schema_would() -> None:
-    refusal = status_refusal(body(), {"phase": "Invalid", "conditions": [condition("Ready", "x" * 32769)]})
+    refusal = _refused(body(), {"phase": "Invalid", "conditions": [condition("Ready", "x" * 32769)]})
     assert refusal is not None and "status.conditions.0.message" in refusal and "CRD schema" in refusal
 
 
 def test_an_unknown_phase_is_refused() -> None:
-    assert status_refusal(body(), {"phase": "Exploded"}) is not None
+    assert _refused(body(), {"phase": "Exploded"}) is not None
 
 
 def test_the_merged_status_is_checked_not_only_the_patch() -> None:
     previous = {"conditions": [condition("Ready", "x" * 40_000)]}
-    assert status_refusal(body(status=previous), {"phase": "Pending"}) is not None
-    assert status_refusal(body(status=previous), {"phase": "Pending", "conditions": None}) is None
+    assert _refused(body(status=previous), {"phase": "Pending"}) is not None
+    assert _refused(body(status=previous), {"phase": "Pending", "conditions": None}) is None
 
 
 def test_an_object_over_one_etcd_write_is_refused() -> None:
     big = body(partitions=30_000)
-    refusal = status_refusal(big, {"phase": "Pending"})
+    refusal = _refused(big, {"phase": "Pending"})
     assert refusal is not None and str(OBJECT_BUDGET_BYTES) in refusal and "split" in refusal
 
 
@@ -57,4 +62,4 @@ def test_the_fallback_keeps_phase_generation_and_clipped_conditions_and_says_why
     assert len(ready["message"]) == 1024
     assert stalled["type"] == "Stalled" and stalled["reason"] == STATUS_REFUSED and stalled["status"] == "True"
     assert "the status fails the CRD schema" in stalled["message"]
-    assert status_refusal(body(), fallback) is None
+    assert _refused(body(), fallback) is None

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import urllib3.exceptions
 
+from kpo.api import PARTITION_REASSIGNMENT
 from kpo.domain.conditions import Event
 from kpo.k8s.outage import ApiOutage
 from kpo.resources import shell
@@ -32,13 +33,13 @@ def outcome() -> Outcome[Any]:
 
 def test_the_status_is_written_then_the_events_posted(posted: list[str]) -> None:
     written: list[dict[str, Any]] = []
-    shell.post_outcome(BODY, lambda status: written.append(dict(status)) is None, outcome())  # type: ignore[arg-type]
+    shell.post_outcome(PARTITION_REASSIGNMENT, BODY, lambda status: written.append(dict(status)) is None, outcome())  # type: ignore[arg-type]
     assert written == [{"phase": "Executing", "observedGeneration": 1}]
     assert posted == ["Executing"]
 
 
 def test_no_event_for_a_resource_that_is_gone(posted: list[str]) -> None:
-    shell.post_outcome(BODY, lambda _status: False, outcome())  # type: ignore[arg-type]
+    shell.post_outcome(PARTITION_REASSIGNMENT, BODY, lambda _status: False, outcome())  # type: ignore[arg-type]
     assert posted == []
 
 
@@ -50,14 +51,14 @@ def test_a_write_that_meets_an_outage_posts_nothing_and_is_said_once(posted: lis
     clock = [0.0]
     outage = ApiOutage(clock=lambda: clock[0])
     with caplog.at_level(logging.WARNING):
-        outage.run(lambda: shell.post_outcome(BODY, refused, outcome()))  # type: ignore[arg-type]
+        outage.run(lambda: shell.post_outcome(PARTITION_REASSIGNMENT, BODY, refused, outcome()))  # type: ignore[arg-type]
         clock[0] = 0.5
-        outage.run(lambda: shell.post_outcome(BODY, refused, outcome()))  # type: ignore[arg-type]
+        outage.run(lambda: shell.post_outcome(PARTITION_REASSIGNMENT, BODY, refused, outcome()))  # type: ignore[arg-type]
     assert outage.ongoing
     assert posted == []
     assert sum("Kubernetes API unavailable" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_nothing_is_written_for_no_outcome(posted: list[str]) -> None:
-    shell.post_outcome(BODY, lambda _status: pytest.fail("no write expected"), None)  # type: ignore[arg-type]
+    shell.post_outcome(PARTITION_REASSIGNMENT, BODY, lambda _status: pytest.fail("no write expected"), None)  # type: ignore[arg-type]
     assert posted == []

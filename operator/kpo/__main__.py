@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     context = OperatorContext(config=operator_config, api=kubernetes_client(), may_act=leadership.holding,
                               on_kafka_request=metrics.kafka_request, on_look=metrics.executor_pass,
                               on_refilled=lambda cluster, count: metrics.refilled(
-                                  partition_reassignment.KIND_NAME, cluster, count))
+                                  partition_reassignment.KIND.resource, cluster, count))
     balance = operator_config.balance_score
     sampler = None
     if metrics_port and balance.interval_seconds > 0 and operator_config.clusters:

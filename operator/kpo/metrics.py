@@ -19,7 +19,7 @@ resource count at once, and the first tick of every resource that ticks (every `
 
 Handlers record through :func:`reconcile`, a context manager around one tick of one resource::
 
-    with metrics.reconcile("PartitionReassignment", uid, status=status, patch=patch, cluster=cluster) as scope:
+    with metrics.reconcile(PARTITION_REASSIGNMENT, uid, status=status, patch=patch, cluster=cluster) as scope:
         ...  # the tick: reads status, writes patch.status
         scope.settle(originals, events=outcome.events)  # optional: per-broker moves, Kafka refusals seen
 
@@ -45,7 +45,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
-from kpo.api import InFlightMove, PartitionReassignmentStatus, Progress, StatusBase, kind_named
+from kpo.api import InFlightMove, PartitionReassignmentStatus, Progress, ResourceKind, StatusBase
 from kpo.domain.balance_score import BalanceScore
 from kpo.domain.conditions import Event
 from kpo.domain.model import Replicas, TopicPartition
@@ -333,9 +333,9 @@ def bytes_moved_delta(before: Progress | None, after: Progress | None) -> int:
     return new - old if new >= old else new
 
 
-def typed_status(kind: str, status: Mapping[str, Any]) -> StatusBase:
+def typed_status(kind: ResourceKind, status: Mapping[str, Any]) -> StatusBase:
     """A status as its kind's API model reads it (the metrics never pick fields out of a dict by name)."""
-    return kind_named(kind).status.model_validate(dict(status))
+    return kind.status.model_validate(dict(status))
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
@@ -370,7 +370,7 @@ def forget(uid: str) -> None:
     STATES.forget(uid)
 
 
-def watched(kind: str, uid: str, status: Mapping[str, Any]) -> None:
+def watched(kind: ResourceKind, uid: str, status: Mapping[str, Any]) -> None:
     """A watch event of the resource (the listing at start-up too): count it in its phase, at rest or not."""
     try:
         phase = _phase(typed_status(kind, status))
@@ -378,7 +378,7 @@ def watched(kind: str, uid: str, status: Mapping[str, Any]) -> None:
         # A status the model refuses (written by hand, or by an older kpo) is still a live resource: count it in the
         # phase it names, which is what kubectl shows too.
         phase = str(status.get("phase") or "Pending")
-    STATES.watched(uid, kind, phase)
+    STATES.watched(uid, kind.kind, phase)
 
 
 def _phase(status: StatusBase) -> str:
@@ -388,9 +388,10 @@ def _phase(status: StatusBase) -> str:
 class Scope:
     """One tick of one resource, as :func:`reconcile` sees it."""
 
-    def __init__(self, kind: str, uid: str, cluster: str, status: Mapping[str, Any],
+    def __init__(self, kind: ResourceKind, uid: str, cluster: str, status: Mapping[str, Any],
                  patch: Mapping[str, Any]) -> None:
-        self.kind, self.uid, self.cluster = kind, uid, cluster
+        self.resource = kind
+        self.kind, self.uid, self.cluster = kind.kind, uid, cluster
         self.before = status
         self.patch = patch
         self.originals: Mapping[TopicPartition, Replicas] = {}
@@ -412,7 +413,7 @@ class Scope:
 
     def record(self) -> None:
         written = self.patch.get("status") or {}
-        after, before = typed_status(self.kind, self.after()), typed_status(self.kind, self.before)
+        after, before = typed_status(self.resource, self.after()), typed_status(self.resource, self.before)
         phase = _phase(after)
         if phase != str(getattr(before, "phase", None) or "") and written.get("phase"):
             TRANSITIONS.labels(self.kind, phase).inc()
@@ -436,10 +437,11 @@ class Scope:
 
 
 @contextlib.contextmanager
-def reconcile(kind: str, uid: str, *, status: Mapping[str, Any], patch: Mapping[str, Any],
+def reconcile(resource: ResourceKind, uid: str, *, status: Mapping[str, Any], patch: Mapping[str, Any],
               cluster: str) -> Iterator[Scope]:
     """Time one tick, count the Kafka or Kubernetes error that escapes it, and record the resource's state."""
-    scope = Scope(kind, uid, cluster, status, patch)
+    scope = Scope(resource, uid, cluster, status, patch)
+    kind = resource.kind
     started = time.perf_counter()
     try:
         yield scope
@@ -474,8 +476,8 @@ __all__ = [
 ]
 
 
-def refilled(kind: str, cluster: str, started: int) -> None:
+def refilled(resource: ResourceKind, cluster: str, started: int) -> None:
     """One pass between polls, and the moves it started."""
-    REFILL_PASSES.labels(kind, cluster).inc()
+    REFILL_PASSES.labels(resource.kind, cluster).inc()
     if started:
-        MOVES_STARTED_BETWEEN_POLLS.labels(kind, cluster).inc(started)
+        MOVES_STARTED_BETWEEN_POLLS.labels(resource.kind, cluster).inc(started)

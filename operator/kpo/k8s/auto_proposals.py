@@ -10,9 +10,10 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kpo.api import API_VERSION, GROUP, PARTITION_REASSIGNMENT, VERSION
 from kpo.domain.auto_propose import AUTO_PROPOSE_LABEL, CLUSTER_LABEL, label_value
 
-GROUP, VERSION, PLURAL = "kpo.dev", "v1alpha1", "partitionreassignments"
+PLURAL = PARTITION_REASSIGNMENT.plural
 
 
 class AutoProposals:
@@ -42,7 +43,7 @@ class AutoProposals:
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=namespace),
             involved_object=client.V1ObjectReference(
-                api_version=f"{GROUP}/{VERSION}", kind="PartitionReassignment", name=meta["name"],
+                api_version=API_VERSION, kind=PARTITION_REASSIGNMENT.kind, name=meta["name"],
                 namespace=namespace, uid=meta["uid"]),
             reason="AutoProposed", message=message[:1024], type="Normal",
             source=client.V1EventSource(component="kpo"), first_timestamp=now, last_timestamp=now, count=1)

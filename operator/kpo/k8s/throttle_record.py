@@ -25,10 +25,10 @@ import zlib
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kpo.api import GROUP, PARTITION_REASSIGNMENT, VERSION
 from kpo.domain.throttle import ThrottleJournal
 
 PREFIX = "kpo-throttles-"
-GROUP, VERSION, PLURAL = "kpo.dev", "v1alpha1", "partitionreassignments"
 #: Journals longer than this (in JSON) are kept compressed.
 PLAIN_UP_TO = 4096
 COMPRESSED = "zlib+base64:"
@@ -112,7 +112,7 @@ class ConfigMapThrottleRecord:
     def exists(self, key: str) -> bool | None:
         namespace, _, name = key.partition("/")
         try:
-            self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PARTITION_REASSIGNMENT.plural, name)
         except ApiException as exc:
             return False if exc.status == 404 else None
         return True

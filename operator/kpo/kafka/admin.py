@@ -1,7 +1,8 @@
 """The Kafka admin operations kpo needs, as a Protocol of plain domain values.
 
 Reconcilers and the per-cluster executor depend on this Protocol only, never on a client library (the life cycles
-see plain values, not even the Protocol), so every decision stays testable with plain values and the adapter stays the one place that knows confluent-kafka and kafka-python.
+see plain values, not even the Protocol), so every decision stays testable with plain values and the adapter stays
+the one place that knows confluent-kafka and kafka-python.
 """
 
 from __future__ import annotations

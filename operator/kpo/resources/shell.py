@@ -38,7 +38,7 @@ import kopf
 from pydantic import ValidationError
 
 from kpo import metrics
-from kpo.api import GROUP, VERSION, kind_named
+from kpo.api import GROUP, VERSION, ResourceKind
 from kpo.domain import access
 from kpo.domain.clock import rfc3339, utcnow
 from kpo.domain.conditions import STALLED, Event
@@ -101,8 +101,8 @@ class Tick(Generic[Spec]):
 class Kind(Generic[Spec]):
     """One custom resource kind, as the shell needs to know it."""
 
-    name: str  # "PartitionReassignment": the metrics label
-    plural: str
+    #: The kind's descriptor (kpo.api): names, plural and status model, the one place they are written.
+    resource: ResourceKind
     parse: Callable[[Mapping[str, Any]], Spec]
     #: Whether the timer may stop: terminal for its current generation and nothing left to follow (generation, status).
     at_rest: Callable[[int, Mapping[str, Any]], bool]
@@ -116,8 +116,17 @@ class Kind(Generic[Spec]):
     index: Callable[..., dict[str, Any]] | None = None
 
     @property
+    def name(self) -> str:
+        """``PartitionReassignment``: the metrics label."""
+        return self.resource.kind
+
+    @property
+    def plural(self) -> str:
+        return self.resource.plural
+
+    @property
     def handler_prefix(self) -> str:
-        return self.name.lower()
+        return self.resource.singular
 
 
 # ----------------------------------------------------------------------------------------------- the status write
@@ -130,7 +139,7 @@ STATUS_REFUSED = "StatusRefused"
 FALLBACK_MESSAGE_CHARS = 1024
 
 
-def status_refusal(body: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
+def status_refusal(kind: ResourceKind, body: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
     """Why the API server would refuse ``status`` as a merge patch of ``body``'s status, or None if it would not.
 
     A refused write fails the tick again on every poll and nobody would be told why. Two refusals are checked
@@ -140,13 +149,11 @@ def status_refusal(body: Mapping[str, Any], status: Mapping[str, Any]) -> str | 
     """
     merged = {k: v for k, v in {**(body.get("status") or {}), **status}.items() if v is not None}
     try:
-        kind_named(str(body.get("kind"))).status.model_validate_json(json.dumps(merged))
+        kind.status.model_validate_json(json.dumps(merged))
     except ValidationError as exc:
         errors = exc.errors()
         first = "; ".join(f"status.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:3])
         return f"the status fails the CRD schema ({len(errors)} error(s)): {first}"
-    except KeyError:
-        pass  # not a kpo kind (tests' bodies): nothing to check against
     size = len(json.dumps({**body, "status": merged}, separators=(",", ":")))
     if size > OBJECT_BUDGET_BYTES:
         return (f"the object with this status would take {size} bytes, over the {OBJECT_BUDGET_BYTES} an etcd write "
@@ -172,7 +179,8 @@ def fallback_status(status: Mapping[str, Any], refusal: str) -> dict[str, Any]:
 StatusWriter = Callable[[Mapping[str, Any]], bool]
 
 
-def post_outcome(body: Mapping[str, Any], write: StatusWriter, outcome: Outcome[Any] | None) -> None:
+def post_outcome(kind: ResourceKind, body: Mapping[str, Any], write: StatusWriter, outcome: Outcome[Any] | None
+                 ) -> None:
     """Write a tick's status and post its Events (only once the status is written); None: nothing.
 
     A status the API server would refuse is replaced by its small, valid part and a ``StatusRefused`` Stalled
@@ -182,7 +190,7 @@ def post_outcome(body: Mapping[str, Any], write: StatusWriter, outcome: Outcome[
         return
     status: Mapping[str, Any] = outcome.status
     events = list(outcome.events)
-    refusal = status_refusal(body, status)
+    refusal = status_refusal(kind, body, status)
     if refusal is not None:
         meta = body.get("metadata") or {}
         log.warning("%s/%s: %s", meta.get("namespace"), meta.get("name"), refusal)
@@ -303,12 +311,13 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logg
             logger.debug("not written: %s", exc)
 
     def decide_and_write() -> None:
-        with context.resource_lock(uid), metrics.reconcile(kind.name, uid, status=status, patch=written,
+        with context.resource_lock(uid), metrics.reconcile(kind.resource, uid, status=status, patch=written,
                                                            cluster=context.cluster_name(spec.get("clusterRef"))
                                                            ) as tick_metrics:
             inputs = parse_and_connect(
                 spec, kind.parse, context.kafka,
-                lambda problems: post_outcome(current, write, invalid_outcome(status, generation, problems, now)),
+                lambda problems: post_outcome(kind.resource, current, write,
+                                              invalid_outcome(status, generation, problems, now)),
                 refuse_unknown_cluster=status.get("observedGeneration") != generation)
             if inputs is None:
                 return
@@ -328,7 +337,7 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logg
             tick_metrics.settle(outcome.originals if outcome else {}, events=outcome.events if outcome else ())
             if outcome is not None and outcome.lost_kafka:
                 context.forget_kafka(parsed.cluster_ref)
-            post_outcome(current, write, outcome)
+            post_outcome(kind.resource, current, write, outcome)
 
     try:
         context.api_outage.run(run)
@@ -371,7 +380,7 @@ def seen(kind: Kind[Any], *, body: kopf.Body, uid: str, **kwargs: Any) -> None:
     if kwargs.get("type") == "DELETED":
         metrics.forget(uid)
     else:
-        metrics.watched(kind.name, uid, body.get("status") or {})
+        metrics.watched(kind.resource, uid, body.get("status") or {})
 
 
 class _Unreachable:

@@ -22,7 +22,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from kpo import metrics
-from kpo.api import DeletionPolicy, PartitionReassignmentSpec
+from kpo.api import PARTITION_REASSIGNMENT, DeletionPolicy, PartitionReassignmentSpec
 from kpo.domain.claims import Claim, claimed_by_others
 from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
@@ -53,8 +53,6 @@ from kpo.resources.partition_reassignment.spec import (
 from kpo.resources.partition_reassignment.status import claim_of, memory_of, throttle_status, wanted_partitions
 from kpo.runtime import OperatorContext
 
-PLURAL = "partitionreassignments"
-KIND_NAME = "PartitionReassignment"
 log = logging.getLogger(__name__)
 Tick = shell.Tick[PartitionReassignmentSpec]
 
@@ -231,7 +229,7 @@ def _probes(tick: Tick) -> refill.Probes:
     executor = tick.context.executor(cluster)
     return refill.Probes(moving=executor.moving,
                          unchanged=unchanged,
-                         refilled=lambda started: metrics.refilled(KIND_NAME, cluster, started),
+                         refilled=lambda started: metrics.refilled(PARTITION_REASSIGNMENT, cluster, started),
                          fatal=is_outage)
 
 
@@ -284,7 +282,7 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     return reconciler.release(holdings, ports)
 
 
-KIND = shell.Kind(name=KIND_NAME, plural=PLURAL, parse=parse_spec,
+KIND = shell.Kind(resource=PARTITION_REASSIGNMENT, parse=parse_spec,
                   at_rest=partitionreassignment_at_rest, reconcile=partitionreassignment_reconcile,
                   refused=partitionreassignment_refused, release=partitionreassignment_release,
                   index=partitionreassignment_claims)

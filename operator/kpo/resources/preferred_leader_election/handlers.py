@@ -16,7 +16,7 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kpo.api import GROUP, VERSION, PreferredLeaderElectionSpec
+from kpo.api import GROUP, PARTITION_REASSIGNMENT, PREFERRED_LEADER_ELECTION, VERSION, PreferredLeaderElectionSpec
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome, RetryLater
 from kpo.resources.preferred_leader_election import reconciler
@@ -24,15 +24,12 @@ from kpo.resources.preferred_leader_election.lifecycle import TERMINAL, UNKNOWN_
 from kpo.resources.preferred_leader_election.spec import intent_of, parse_spec
 from kpo.resources.preferred_leader_election.status import memory_of
 
-PLURAL = "preferredleaderelections"
-REASSIGNMENTS = "partitionreassignments"
-
 
 def read_reassignment(api: client.ApiClient, namespace: str, name: str) -> Reassignment:
     """The PartitionReassignment an election waits for, as the Kubernetes API reports it now."""
     try:
         found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, REASSIGNMENTS, name)
+            GROUP, VERSION, namespace, PARTITION_REASSIGNMENT.plural, name)
     except ApiException as exc:
         if exc.status == 404:
             return Reassignment(name=name, found=False)
@@ -59,7 +56,7 @@ def preferredleaderelection_reconcile(tick: shell.Tick[PreferredLeaderElectionSp
                            resource=tick.key)
 
 
-KIND = shell.Kind(name="PreferredLeaderElection", plural=PLURAL, parse=parse_spec,
+KIND = shell.Kind(resource=PREFERRED_LEADER_ELECTION, parse=parse_spec,
                   at_rest=preferredleaderelection_at_rest, reconcile=preferredleaderelection_reconcile)
 
 

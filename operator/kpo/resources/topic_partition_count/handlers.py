@@ -13,15 +13,13 @@ from typing import Any
 
 import kopf
 
-from kpo.api import TopicPartitionCountSpec
+from kpo.api import TOPIC_PARTITION_COUNT, TopicPartitionCountSpec
 from kpo.resources import shell
 from kpo.resources.outcomes import Outcome
 from kpo.resources.topic_partition_count import reconciler
 from kpo.resources.topic_partition_count.lifecycle import TERMINAL
 from kpo.resources.topic_partition_count.spec import intent_of, parse_spec
 from kpo.resources.topic_partition_count.status import memory_of
-
-PLURAL = "topicpartitioncounts"
 
 
 def topicpartitioncount_at_rest(generation: int, status: Mapping[str, Any]) -> bool:
@@ -36,7 +34,7 @@ def topicpartitioncount_reconcile(tick: shell.Tick[TopicPartitionCountSpec]) -> 
                            memory=memory_of(tick.status), kafka=tick.kafka, now=tick.now, resource=tick.key)
 
 
-KIND = shell.Kind(name="TopicPartitionCount", plural=PLURAL, parse=parse_spec, at_rest=topicpartitioncount_at_rest,
+KIND = shell.Kind(resource=TOPIC_PARTITION_COUNT, parse=parse_spec, at_rest=topicpartitioncount_at_rest,
                   reconcile=topicpartitioncount_reconcile)
 
 
