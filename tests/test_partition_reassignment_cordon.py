@@ -10,7 +10,7 @@ from kpo.domain import cordon as rules
 from kpo.domain.cordon import CORDONED_LOG_DIRS, CordonJournal
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.throttle import ConfigChange
-from kpo.resources.outcomes import Outcome
+from kpo.resources.outcomes import Inputs, Outcome
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
 from test_partition_reassignment_tick import NOW, Recording, moving
@@ -90,7 +90,7 @@ def drain(generation: int = 1, **flags: Any) -> Intent:
 
 def run(cluster: Cordoning, intent: Intent, memory: Memory, status: dict[str, Any] | None = None) -> Outcome[Any]:
     body = {"metadata": {"namespace": "ns", "name": "drain"}, "status": status or {}}
-    outcome = reconciler.tick(body=body, intent=intent, memory=memory, ports=cluster.ports(), now=NOW)
+    outcome = reconciler.tick(Inputs(body, intent, memory, NOW), cluster.ports())
     assert outcome is not None
     return outcome
 

@@ -30,7 +30,7 @@ from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
 from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources.outcomes import Outcome
+from kpo.resources.outcomes import Inputs, Outcome
 from kpo.resources.partition_reassignment import plan_reconciler, reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Observation, Phase, decide
 from kpo.resources.partition_reassignment.plan_lifecycle import (
@@ -156,7 +156,7 @@ def ports(cluster: Cluster) -> reconciler.Ports:
 def tick(cluster: Cluster, the_intent: Intent, memory: Memory, status: dict[str, Any] | None = None
          ) -> Outcome[Any]:
     body = {"metadata": {"namespace": "ns", "name": "kpr"}, "status": status or {}}
-    outcome = reconciler.tick(body=body, intent=the_intent, memory=memory, ports=ports(cluster), now=NOW)
+    outcome = reconciler.tick(Inputs(body, the_intent, memory, NOW), ports(cluster))
     assert outcome is not None
     return outcome
 

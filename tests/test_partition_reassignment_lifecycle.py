@@ -9,7 +9,7 @@ from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import PartitionStatus, Target
-from kpo.resources.outcomes import condition
+from kpo.resources.outcomes import Inputs, condition
 from kpo.resources.partition_reassignment.lifecycle import (
     TRANSITIONS,
     Intent,
@@ -462,9 +462,9 @@ def test_a_reverted_ticked_again_keeps_the_skipped_partitions_its_message_points
               "conditions": [{"type": "Ready", "status": "False", "reason": "PartiallyReverted", "message": message,
                               "lastTransitionTime": "2026-03-01T09:00:00Z", "observedGeneration": 1}]}
     ports = executor_ports(cluster, save_originals=lambda _found: "move-rollback")
-    outcome = tick(body={"metadata": {"namespace": "ns", "name": "move"}, "status": status},
-                   intent=intent({P0: (3, 4), P1: (1, 2)}, revert=True), memory=memory, ports=ports,
-                   now=datetime(2026, 3, 1, 9, 30, tzinfo=UTC))
+    body = {"metadata": {"namespace": "ns", "name": "move"}, "status": status}
+    later = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+    outcome = tick(Inputs(body, intent({P0: (3, 4), P1: (1, 2)}, revert=True), memory, later), ports)
     assert outcome is not None and outcome.status["phase"] == "Reverted"
     assert outcome.status["skipped"] == skipped
     assert condition(outcome.status, "Ready")["message"] == message

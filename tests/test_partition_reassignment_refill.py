@@ -19,7 +19,7 @@ from kpo.domain.reassignment import Target
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Execution, Limits, Owner, SchedulerConfig
 from kpo.kafka.admin import KafkaUnavailable
-from kpo.resources.outcomes import Outcome
+from kpo.resources.outcomes import Inputs, Outcome
 from kpo.resources.partition_reassignment import reconciler, refill
 from kpo.resources.partition_reassignment.lifecycle import Intent
 from kpo.resources.partition_reassignment.status import memory_of
@@ -84,8 +84,7 @@ def setup(cluster: Cluster, clock: Clock, *, slots: int = 1, unchanged: bool = T
         ports = executor_ports(cluster, executor=executor, owner=OWNER, claimed_by_others=claimed_by_others,
                                execution=Execution(), report=reports.append)
         clock.now += 0.05  # a pass takes a while
-        outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(body.get("status") or {}, originals),
-                                  ports=ports, now=NOW)
+        outcome = reconciler.tick(Inputs(body, intent, memory_of(body.get("status") or {}, originals), NOW), ports)
         return outcome, reports[-1] if reports else None
 
     probes = refill.Probes(moving=cluster.look, unchanged=lambda: unchanged, refilled=refilled.append,

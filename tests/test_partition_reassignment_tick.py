@@ -29,7 +29,7 @@ from kpo.domain.model import (
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, SchedulerConfig
 from kpo.domain.throttle import ThrottleJournal
-from kpo.resources.outcomes import Outcome, RetryLater
+from kpo.resources.outcomes import Inputs, Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import Route, Step, route
@@ -74,7 +74,7 @@ class Recording(FakeCluster):
 def tick(cluster: Recording, intent: Intent, memory: Memory, status: dict[str, Any] | None = None
          ) -> Outcome[Any]:
     body = {"metadata": {"namespace": "ns", "name": "move"}, "status": status or {}}
-    outcome = reconciler.tick(body=body, intent=intent, memory=memory, ports=cluster.ports(), now=NOW)
+    outcome = reconciler.tick(Inputs(body, intent, memory, NOW), cluster.ports())
     assert outcome is not None
     return outcome
 
@@ -233,8 +233,8 @@ def test_a_connection_lost_while_acting_keeps_what_was_done_and_drops_the_client
         return name
 
     body: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
-    outcome = reconciler.tick(body=body, intent=moving({P0: (2, 3, 4)}), memory=Memory(),
-                              ports=ports.__class__(**{**ports.__dict__, "save_originals": save_then_break}), now=NOW)
+    breaking = ports.__class__(**{**ports.__dict__, "save_originals": save_then_break})
+    outcome = reconciler.tick(Inputs(body, moving({P0: (2, 3, 4)}), Memory(), NOW), breaking)
     assert outcome is not None and outcome.lost_kafka
     assert outcome.status["rollbackConfigMap"] == "move-rollback" and outcome.status["inFlight"] == []
     assert [e.reason for e in outcome.events if e.type == "Warning"] == ["KafkaUnavailable"]
@@ -328,8 +328,7 @@ def test_a_move_waiting_for_a_slot_is_recorded_throttled_and_armed_then_the_exec
                               save_throttle=lambda journal: setattr(cluster, "journal", journal))
 
     body = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
-    outcome = reconciler.tick(body=body, intent=moving({P0: (1, 3), P1: (1, 4)}, throttle=10_000), memory=Memory(),
-                              ports=ports(), now=NOW)
+    outcome = reconciler.tick(Inputs(body, moving({P0: (1, 3), P1: (1, 4)}, throttle=10_000), Memory(), NOW), ports())
     assert outcome is not None and len(cluster.moving) == 1, "one slot"
     waiting = ({P0, P1} - set(cluster.moving)).pop()
     assert set(recorded) == {P0, P1}, "the waiting move's original replicas are on record too"
@@ -344,12 +343,12 @@ def test_a_paused_resource_has_nothing_the_executor_may_send() -> None:
     cluster = Recording({P0: (1, 2), P1: (1, 2)})
     executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None))
     body = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
-    first = reconciler.tick(body=body, intent=moving({P0: (1, 3), P1: (1, 4)}), memory=Memory(),
-                            ports=executor_ports(cluster, executor=executor, execution=Execution()), now=NOW)
+    shared = executor_ports(cluster, executor=executor, execution=Execution())
+    first = reconciler.tick(Inputs(body, moving({P0: (1, 3), P1: (1, 4)}), Memory(), NOW), shared)
     assert first is not None and executor.has_armed()
-    paused = reconciler.tick(body=body, intent=moving({P0: (1, 3), P1: (1, 4)}, paused=True),
-                             memory=memory_of(first.status, first.originals),
-                             ports=executor_ports(cluster, executor=executor, execution=Execution()), now=NOW)
+    paused = reconciler.tick(Inputs(body, moving({P0: (1, 3), P1: (1, 4)}, paused=True),
+                                    memory_of(first.status, first.originals), NOW),
+                             executor_ports(cluster, executor=executor, execution=Execution()))
     assert paused is not None and paused.decision.phase is Phase.PAUSED
     assert not executor.has_armed()
 
@@ -386,7 +385,7 @@ def test_every_selected_partition_a_demoted_broker_leads_is_elected_not_only_the
     intent = moving({P0: (3, 1)}, elect_leaders_after=True, leaders_away=frozenset({1}))
     memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (3, 1)}, originals={P0: (1, 3)})
     body = {"metadata": {"namespace": "ns", "name": "demote"}, "status": {}}
-    done = reconciler.tick(body=body, intent=intent, memory=memory, ports=ports, now=NOW)
+    done = reconciler.tick(Inputs(body, intent, memory, NOW), ports)
     assert done is not None and done.status["phase"] == "Succeeded"
     assert cluster.asked == [P0, P1, p2], "the moved partition and every other one broker 1 leads"
     election = done.status["leaderElection"]
@@ -404,7 +403,6 @@ def test_without_brokers_to_lead_nothing_only_the_moved_partitions_are_elected()
     ports = replace(cluster.ports(), selection=lambda: pytest.fail("no selection is read"))
     memory = Memory(phase=Phase.EXECUTING, observed_generation=1, owned={P0: (3, 1)}, originals={P0: (1, 3)})
     body = {"metadata": {"namespace": "ns", "name": "move"}, "status": {}}
-    done = reconciler.tick(body=body, intent=moving({P0: (3, 1)}, elect_leaders_after=True), memory=memory,
-                           ports=ports, now=NOW)
+    done = reconciler.tick(Inputs(body, moving({P0: (3, 1)}, elect_leaders_after=True), memory, NOW), ports)
     assert done is not None and cluster.asked == [P0]
     assert "awayFrom" not in done.status["leaderElection"]

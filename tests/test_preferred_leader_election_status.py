@@ -16,7 +16,7 @@ import pytest
 from kpo.api import ELECTED_PARTITIONS_CAP, PreferredLeaderElectionStatus
 from kpo.domain.model import KafkaRefusal, PartitionState, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused
-from kpo.resources.outcomes import Outcome, invalid_outcome
+from kpo.resources.outcomes import Inputs, Outcome, invalid_outcome
 from kpo.resources.preferred_leader_election import reconciler
 from kpo.resources.preferred_leader_election.lifecycle import Intent, Reassignment, Selection, SelectionKind
 from kpo.resources.preferred_leader_election.spec import intent_of, parse_spec
@@ -79,9 +79,11 @@ def tick(cluster: Cluster, spec: dict[str, Any], status: dict[str, Any] | None =
          now: datetime = NOW, after: Reassignment | None = None) -> Outcome[Any] | None:
     intent: Intent = intent_of(parse_spec(spec), generation)
     status = status or {}
-    return reconciler.tick(status=status, intent=intent, memory=memory_of(status), kafka=cluster,  # type: ignore[arg-type]
-                           read_after=(lambda _name: after) if after is not None else not_called,
-                           clock=lambda: now)
+    body = {"metadata": {"namespace": "ns", "name": "elect"}, "status": status}
+    return reconciler.tick(Inputs(body, intent, memory_of(status), now),
+                           reconciler.Ports(kafka=cluster,  # type: ignore[arg-type]
+                                            read_after=(lambda _name: after) if after is not None else not_called,
+                                            clock=lambda: now))
 
 
 def valid(status: dict[str, Any]) -> PreferredLeaderElectionStatus:

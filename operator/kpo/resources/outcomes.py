@@ -33,6 +33,32 @@ INVALID = "Invalid"
 
 Decided = TypeVar("Decided")
 Seen = TypeVar("Seen")
+Intended = TypeVar("Intended")
+Remembered = TypeVar("Remembered")
+
+
+@dataclass(frozen=True)
+class Inputs(Generic[Intended, Remembered]):
+    """What every kind's tick decides from, in one shape: ``reconciler.tick(inputs, ports)``.
+
+    The object as read (its status is what the tick writes over), the spec as the life cycle's intent, the status as
+    its memory, and the shell's time for the tick; each kind's ``Ports`` holds the reads and writes it may make.
+    """
+
+    body: Mapping[str, Any]
+    intent: Intended
+    memory: Remembered
+    now: dt.datetime
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return self.body.get("status") or {}
+
+    @property
+    def resource(self) -> str:
+        """``namespace/name``, for log lines."""
+        meta = self.body.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 class AsksForMore(Protocol):

@@ -311,6 +311,8 @@ def tick(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, logger: Logg
             logger.debug("not written: %s", exc)
 
     def decide_and_write() -> None:
+        if kind.at_rest(generation, status):
+            return  # the one rule for "nothing to do": the same the timer's filter asks (Kopf may race it)
         with context.resource_lock(uid), metrics.reconcile(kind.resource, uid, status=status, patch=written,
                                                            cluster=context.cluster_name(spec.get("clusterRef"))
                                                            ) as tick_metrics:

@@ -37,7 +37,7 @@ from kpo.domain.throttle import ThrottleJournal
 from kpo.k8s.outage import is_outage
 from kpo.k8s.rollback import RollbackStore, rollback_name
 from kpo.resources import shell
-from kpo.resources.outcomes import Outcome
+from kpo.resources.outcomes import Inputs, Outcome
 from kpo.resources.partition_reassignment import cordoning, plan_reconciler, reconciler, refill
 from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent
@@ -171,8 +171,7 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
         current = tick if body is tick.body else replace(tick, body=body, now=utcnow())
         reports: list[reconciler.PassReport] = []
         ports = replace(_ports(current, intent, store=store), report=reports.append)
-        outcome = reconciler.tick(body=body, intent=intent, memory=memory_of(current.status, originals), ports=ports,
-                                  now=current.now)
+        outcome = reconciler.tick(Inputs(body, intent, memory_of(current.status, originals), current.now), ports)
         return outcome, reports[-1] if reports else None
 
     return refill.run(tick.body, originals, one_pass, probes=_probes(tick), watching=_watching(context), key=tick.key)

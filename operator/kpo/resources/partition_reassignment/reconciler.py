@@ -26,7 +26,7 @@ from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.execution.observation import Look
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Outcome, RetryLater, condition, unavailable_outcome
+from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Inputs, Outcome, RetryLater, condition, unavailable_outcome
 from kpo.resources.partition_reassignment import cordoning
 from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import (
@@ -217,10 +217,10 @@ def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) 
     return replace(decision, reason=reason, message=message.split(f"; {CLEANUP_PENDING_PREFIX}")[0])
 
 
-def tick(*, body: Mapping[str, Any], intent: Intent, memory: Memory, ports: Ports, now: dt.datetime
-         ) -> Outcome[Decision] | None:
-    """Reconcile once; ``None`` when there is nothing to do (a terminal phase whose spec has not changed)."""
-    status: Mapping[str, Any] = body.get("status") or {}
+def tick(inputs: Inputs[Intent, Memory], ports: Ports) -> Outcome[Decision] | None:
+    """Reconcile once; ``None`` when there is nothing to do. At rest (:func:`at_rest`, the rule the shell asks
+    before every tick) it does nothing: a refill pass after the first may find the resource there."""
+    body, intent, memory, now, status = inputs.body, inputs.intent, inputs.memory, inputs.now, inputs.status
     if at_rest(intent.generation, memory, status):
         return None
     kafka = ports.kafka

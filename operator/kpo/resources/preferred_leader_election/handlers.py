@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kpo.api import GROUP, PARTITION_REASSIGNMENT, PREFERRED_LEADER_ELECTION, VERSION, PreferredLeaderElectionSpec
 from kpo.resources import shell
-from kpo.resources.outcomes import Outcome, RetryLater
+from kpo.resources.outcomes import Inputs, Outcome, RetryLater
 from kpo.resources.preferred_leader_election import reconciler
 from kpo.resources.preferred_leader_election.lifecycle import TERMINAL, UNKNOWN_REASSIGNMENT, Phase, Reassignment
 from kpo.resources.preferred_leader_election.spec import intent_of, parse_spec
@@ -50,10 +50,10 @@ def preferredleaderelection_at_rest(generation: int, status: Mapping[str, Any]) 
 
 
 def preferredleaderelection_reconcile(tick: shell.Tick[PreferredLeaderElectionSpec]) -> Outcome[Any] | None:
-    return reconciler.tick(status=tick.status, intent=intent_of(tick.spec, tick.generation),
-                           memory=memory_of(tick.status), kafka=tick.kafka,
-                           read_after=lambda name: read_reassignment(tick.context.api, tick.namespace, name),
-                           resource=tick.key)
+    return reconciler.tick(
+        Inputs(tick.body, intent_of(tick.spec, tick.generation), memory_of(tick.status), tick.now),
+        reconciler.Ports(kafka=tick.kafka,
+                         read_after=lambda name: read_reassignment(tick.context.api, tick.namespace, name)))
 
 
 KIND = shell.Kind(resource=PREFERRED_LEADER_ELECTION, parse=parse_spec,

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from kpo.domain.clock import utcnow
 from kpo.domain.model import ClusterView
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable, topic_names_with
-from kpo.resources.outcomes import Outcome, decide_observing, unavailable_outcome, unchanged
+from kpo.resources.outcomes import Inputs, Outcome, decide_observing, unavailable_outcome, unchanged
 from kpo.resources.preferred_leader_election.lifecycle import (
     Decision,
     Intent,
@@ -51,21 +50,20 @@ def observe(kafka: KafkaAdmin, selection: Selection) -> ClusterView:
     return ClusterView(brokers={}, partitions=partitions, topics=frozenset(names))
 
 
-def tick(
-    *,
-    status: Mapping[str, Any],
-    intent: Intent,
-    memory: Memory,
-    kafka: KafkaAdmin,
-    read_after: Callable[[str], Reassignment],
-    clock: Callable[[], dt.datetime] = utcnow,
-    resource: str = "",
-) -> Outcome[Decision] | None:
-    """Reconcile once; ``None`` when there is nothing to write (idle, or the same status as before).
+@dataclass(frozen=True)
+class Ports:
+    """What an election's tick may read and write: Kafka, the PartitionReassignment it waits for, and a clock for
+    the election's own start and end (the tick's time is the shell's)."""
 
-    ``resource`` ("namespace/name") only labels the log lines.
-    """
-    now = clock()
+    kafka: KafkaAdmin
+    read_after: Callable[[str], Reassignment]
+    clock: Callable[[], dt.datetime] = utcnow
+
+
+def tick(inputs: Inputs[Intent, Memory], ports: Ports) -> Outcome[Decision] | None:
+    """Reconcile once; ``None`` when there is nothing to write (idle, or the same status as before)."""
+    status, intent, memory, now, resource = inputs.status, inputs.intent, inputs.memory, inputs.now, inputs.resource
+    kafka, read_after, clock = ports.kafka, ports.read_after, ports.clock
     after = intent.after
     try:
         decision = decide_observing(

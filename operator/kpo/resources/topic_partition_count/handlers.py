@@ -15,7 +15,7 @@ import kopf
 
 from kpo.api import TOPIC_PARTITION_COUNT, TopicPartitionCountSpec
 from kpo.resources import shell
-from kpo.resources.outcomes import Outcome
+from kpo.resources.outcomes import Inputs, Outcome
 from kpo.resources.topic_partition_count import reconciler
 from kpo.resources.topic_partition_count.lifecycle import TERMINAL
 from kpo.resources.topic_partition_count.spec import intent_of, parse_spec
@@ -30,8 +30,8 @@ def topicpartitioncount_at_rest(generation: int, status: Mapping[str, Any]) -> b
 
 
 def topicpartitioncount_reconcile(tick: shell.Tick[TopicPartitionCountSpec]) -> Outcome[Any] | None:
-    return reconciler.tick(status=tick.status, intent=intent_of(tick.spec, tick.generation),
-                           memory=memory_of(tick.status), kafka=tick.kafka, now=tick.now, resource=tick.key)
+    return reconciler.tick(Inputs(tick.body, intent_of(tick.spec, tick.generation), memory_of(tick.status), tick.now),
+                           reconciler.Ports(kafka=tick.kafka))
 
 
 KIND = shell.Kind(resource=TOPIC_PARTITION_COUNT, parse=parse_spec, at_rest=topicpartitioncount_at_rest,

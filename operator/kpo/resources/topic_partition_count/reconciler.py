@@ -13,18 +13,14 @@ the count.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from kpo.domain.model import KafkaRefusal
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.outcomes import Outcome, decide_observing, unavailable_outcome, unchanged
+from kpo.resources.outcomes import Inputs, Outcome, decide_observing, unavailable_outcome, unchanged
 from kpo.resources.topic_partition_count.lifecycle import (
-    TERMINAL,
     BrokerLoad,
     Decision,
     Intent,
@@ -60,11 +56,17 @@ def broker_load(kafka: KafkaAdmin) -> BrokerLoad:
     return BrokerLoad(replicas=dict(replicas), leaders=dict(leaders))
 
 
-def tick(*, status: Mapping[str, Any], intent: Intent, memory: Memory, kafka: KafkaAdmin, now: dt.datetime,
-         resource: str = "") -> Outcome[Decision] | None:
-    """Reconcile once; ``None`` when there is nothing to write. ``resource`` only labels the log lines."""
-    if memory.phase in TERMINAL and intent.generation == memory.observed_generation:
-        return None
+@dataclass(frozen=True)
+class Ports:
+    """What a TopicPartitionCount tick may read and write: Kafka alone."""
+
+    kafka: KafkaAdmin
+
+
+def tick(inputs: Inputs[Intent, Memory], ports: Ports) -> Outcome[Decision] | None:
+    """Reconcile once; ``None`` when there is nothing to write. Never called at rest (the shell asks ``at_rest``)."""
+    status, intent, memory, now, resource = inputs.status, inputs.intent, inputs.memory, inputs.now, inputs.resource
+    kafka = ports.kafka
     try:
         try:
             decision = decide_observing(
