@@ -50,7 +50,13 @@ from kpo.resources.partition_reassignment.spec import (
     plan_request,
     targets_of,
 )
-from kpo.resources.partition_reassignment.status import claim_of, memory_of, throttle_status, wanted_partitions
+from kpo.resources.partition_reassignment.status import (
+    claim_of,
+    held_of,
+    memory_of,
+    throttle_status,
+    wanted_partitions,
+)
 from kpo.runtime import OperatorContext
 
 log = logging.getLogger(__name__)
@@ -250,7 +256,7 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
         # Its throttles are the user's from now on: kpo neither keeps them for it nor counts it as their holder.
         context.executor(context.cluster_name(tick.spec.cluster_ref)).throttles.forget(tick.key)
         left: list[Event] = []
-        if brokers := (tick.status.get("throttle") or {}).get("brokers"):
+        if (held := held_of(tick.status).throttle) is not None and (brokers := sorted(held.brokers)):
             left.append(Event("Warning", "ThrottleLeft",
                               f"deletionPolicy Orphan: the moves keep running, so their replication throttles stay "
                               f"(brokers {brokers}); remove them with kafka-configs.sh once the moves are done"))
@@ -266,7 +272,7 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     # status still names what this resource throttled (it is written from the journal every tick).
     recorded_journal = context.rollbacks.load_throttle_record(tick.namespace, tick.name)
     journal = recorded_journal if recorded_journal is not None else \
-        ThrottleJournal.from_json(tick.status.get("throttle"))
+        (held_of(tick.status).throttle or ThrottleJournal())
     # Read only when it decides anything (see reconciler.release): a move is never sent before its originals are.
     recorded = bool(memory.owned) or not journal.empty or (
         memory.phase not in TERMINAL and bool(context.rollbacks.load(tick.namespace, tick.name)))

@@ -41,7 +41,13 @@ from kpo.resources.partition_reassignment.lifecycle import (
     broker_unavailable_headline,
     decide,
 )
-from kpo.resources.partition_reassignment.status import REPORTED_PARTITIONS, skipped_of, status_of, throttle_status
+from kpo.resources.partition_reassignment.status import (
+    REPORTED_PARTITIONS,
+    held_of,
+    skipped_of,
+    status_of,
+    throttle_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +204,7 @@ def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
     """A terminal resource whose spec has not changed needs no Kafka call (and no timer), unless it still has moves
     of its own in flight or throttles to take back."""
     return (memory.phase in TERMINAL and generation == memory.observed_generation
-            and not memory.owned and not status.get("throttle")
+            and not memory.owned and held_of(status).throttle is None
             # A drain that succeeded keeps its cordons until deletion; any other terminal phase takes them back.
             and (memory.phase is Phase.SUCCEEDED or not CordonState.from_status(status).journal.brokers))
 
@@ -246,6 +252,7 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
     except KafkaUnavailable as exc:
         return unavailable_outcome(status, str(exc), now, reason=exc.reason)
 
+    held = held_of(status)
     effects = _Effects(
         owned=dict(decision.classification.owned) if decision.classification is not None else
         # terminal: only follow the moves of its own that are still running
@@ -253,8 +260,8 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
         failures={} if decision.phase in _FRESH_START and decision.phase is not memory.phase
         else dict(memory.failures),
         events=list(decision.events),
-        rollback_name=status.get("rollbackConfigMap"),
-        journal=ThrottleJournal.from_json(status.get("throttle")) if status.get("throttle") else None,
+        rollback_name=held.rollback_config_map,
+        journal=held.throttle,
     )
     try:
         _act(body, intent=intent, memory=memory, decision=decision, view=view, ports=ports, effects=effects)
@@ -286,7 +293,7 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
         new_status["leaderElection"] = leader_election
     if effects.cordon is not None:
         new_status["cordon"] = effects.cordon.to_status()
-    previous_conflicts = {(c["topic"], c["partition"], c["holder"]) for c in status.get("conflicts") or []}
+    previous_conflicts = held.conflicts
     current_conflicts = {(c.partition.topic, c.partition.partition, c.holder)
                          for c in decision.conflicts[:REPORTED_PARTITIONS]}
     if current_conflicts - previous_conflicts:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kpo.api import PartitionReassignmentStatus
@@ -62,11 +62,29 @@ def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Repl
                  for s in typed.stalled_moves if s.since is not None})
 
 
+@dataclass(frozen=True)
+class Held:
+    """What the status records the resource holds beside its moves: the throttle journal (None: none, or empty),
+    the rollback ConfigMap's name, and the conflicts it last reported (topic, partition, holder)."""
+
+    throttle: ThrottleJournal | None = None
+    rollback_config_map: str | None = None
+    conflicts: frozenset[tuple[str, int, str]] = frozenset()
+
+
+def held_of(status: Mapping[str, Any]) -> Held:
+    typed = parse(status)
+    journal = ThrottleJournal.from_json(status["throttle"]) if typed.throttle is not None else ThrottleJournal()
+    return Held(throttle=None if journal.empty else journal,
+                rollback_config_map=typed.rollback_config_map,
+                conflicts=frozenset((c.topic, c.partition, c.holder) for c in typed.conflicts))
+
+
 def claim_of(key: str, created: str, partitions: Collection[TopicPartition], status: Mapping[str, Any]) -> Claim:
     """What the other PartitionReassignments see of this one: the partitions it wants (its spec's, or its approved
     proposal's), those it has in flight, whether it is live, and its throttle journal."""
     typed = parse(status)
-    throttle = ThrottleJournal.from_json(status.get("throttle"))
+    throttle = held_of(status).throttle or ThrottleJournal()
     phase = typed.phase or Phase.PENDING
     return Claim(key=key, created=created, partitions=frozenset(partitions),
                  in_flight=frozenset(TopicPartition(m.topic, m.partition) for m in typed.in_flight),

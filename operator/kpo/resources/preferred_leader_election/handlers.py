@@ -15,8 +15,16 @@ from typing import Any
 import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
-from kpo.api import GROUP, PARTITION_REASSIGNMENT, PREFERRED_LEADER_ELECTION, VERSION, PreferredLeaderElectionSpec
+from kpo.api import (
+    GROUP,
+    PARTITION_REASSIGNMENT,
+    PREFERRED_LEADER_ELECTION,
+    VERSION,
+    PartitionReassignmentStatus,
+    PreferredLeaderElectionSpec,
+)
 from kpo.resources import shell
 from kpo.resources.outcomes import Inputs, Outcome, RetryLater
 from kpo.resources.preferred_leader_election import reconciler
@@ -34,10 +42,13 @@ def read_reassignment(api: client.ApiClient, namespace: str, name: str) -> Reass
         if exc.status == 404:
             return Reassignment(name=name, found=False)
         raise RetryLater(f"cannot read PartitionReassignment {name!r}: {exc.reason}", delay=5) from exc
-    status = found.get("status") or {}
     generation = (found.get("metadata") or {}).get("generation")
-    return Reassignment(name=name, found=True, phase=status.get("phase"),
-                        current=status.get("observedGeneration") == generation)
+    try:  # its status through its kind's own model, as every status is read
+        status = PartitionReassignmentStatus.model_validate(found.get("status") or {})
+    except ValidationError:
+        return Reassignment(name=name, found=True, phase=None, current=False)  # not one kpo wrote: not done yet
+    return Reassignment(name=name, found=True, phase=str(status.phase) if status.phase else None,
+                        current=status.observed_generation == generation)
 
 
 def preferredleaderelection_at_rest(generation: int, status: Mapping[str, Any]) -> bool:
