@@ -1,5 +1,5 @@
 """Auto-propose on broker changes: the decision (kpo.domain.auto_propose), the proposal it writes, the configuration
-that feeds it, and the watcher's shell (kpo.auto_propose) over a fake cluster and a fake proposal store."""
+that feeds it, and the watcher's shell (kpo.background.broker_changes) over a fake cluster and a fake proposal store."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from kafka_fake import FakeCluster
 from kpo.api.partition_reassignment import PartitionReassignmentSpec
-from kpo.auto_propose import BrokerChangeWatcher, holders
+from kpo.background.broker_changes import BrokerChangeWatcher, holders
 from kpo.config import AutoProposeCluster, OperatorConfig
 from kpo.domain.auto_propose import (
     AUTO_PROPOSE_LABEL,
@@ -207,7 +207,7 @@ def test_an_outage_is_said_once_and_backs_off(caplog: pytest.LogCaptureFixture) 
     kafka, store, clock = three_brokers(), Store(), Clock()
     w = watcher(kafka, store, clock)
     kafka.down = True
-    with caplog.at_level(logging.WARNING, logger="kpo.auto_propose"):
+    with caplog.at_level(logging.WARNING, logger="kpo.background.broker_changes"):
         waits = []
         for _ in range(4):
             waits.append(w.run_due())
@@ -230,7 +230,7 @@ def test_a_refused_template_is_said_once_per_broker_set(caplog: pytest.LogCaptur
 
     kafka, clock = three_brokers(), Clock()
     w = watcher(kafka, RefusingStore(), clock, settleSeconds=0)
-    with caplog.at_level(logging.ERROR, logger="kpo.auto_propose"):
+    with caplog.at_level(logging.ERROR, logger="kpo.background.broker_changes"):
         for _ in range(3):
             w.run_due()
             clock.now += 30

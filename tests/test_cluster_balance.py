@@ -1,4 +1,4 @@
-"""The balance sampler's shell (kpo.cluster_balance): batches, the gauges, an outage said once, backoff."""
+"""The balance sampler's shell (kpo.background.balance_sampler): batches, the gauges, an outage said once, backoff."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kafka_fake import FakeCluster
-from kpo.cluster_balance import ClusterBalanceSampler, sample
+from kpo.background.balance_sampler import ClusterBalanceSampler, sample
 from kpo.domain.balance_score import BalanceScore
 from kpo.domain.model import Broker, LogDirReport, TopicPartition
 from kpo.kafka.admin import KafkaAdmin

@@ -23,8 +23,8 @@ import kopf
 from kubernetes import client, config
 
 from kpo import leadership, metrics
-from kpo.auto_propose import BrokerChangeWatcher
-from kpo.cluster_balance import ClusterBalanceSampler
+from kpo.background.balance_sampler import ClusterBalanceSampler
+from kpo.background.broker_changes import BrokerChangeWatcher
 from kpo.config import LeaderElectionConfig, OperatorConfig
 from kpo.k8s.auto_proposals import AutoProposals
 from kpo.k8s.lease import LeaseStore

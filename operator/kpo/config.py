@@ -123,7 +123,7 @@ class RefillConfig(_Model):
 
 
 class BalanceScoreConfig(_Model):
-    """The cluster balance score (:mod:`kpo.cluster_balance`): every configured cluster is sampled with
+    """The cluster balance score (:mod:`kpo.background.balance_sampler`): every configured cluster is sampled with
     DescribeCluster, DescribeTopics and DescribeLogDirs every ``intervalSeconds`` and exported as the
     ``kpo_cluster_*`` gauges; 0 turns sampling off."""
 

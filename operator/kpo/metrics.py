@@ -233,7 +233,8 @@ _BALANCE_GAUGES: tuple[tuple[str, str, Callable[[BalanceScore], float]], ...] = 
 
 
 class ClusterBalances(Collector):
-    """The last balance sample of each Kafka cluster (:mod:`kpo.cluster_balance`), per-broker numbers only."""
+    """The last balance sample of each Kafka cluster (:mod:`kpo.background.balance_sampler`), per-broker numbers
+    only."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -1,7 +1,7 @@
 """A Kafka cluster's balance score, from what DescribeCluster, DescribeTopics and DescribeLogDirs say, without Spark.
 
-The operator samples every configured cluster now and then (:mod:`kpo.cluster_balance`) and exports the score as
-Prometheus gauges, so users can alert on imbalance before they plan a rebalance. The numbers are the ones a
+The operator samples every configured cluster now and then (:mod:`kpo.background.balance_sampler`) and exports the
+score as Prometheus gauges, so users can alert on imbalance before they plan a rebalance. The numbers are the ones a
 ``Rebalance`` plan reports for the cluster before it moves anything:
 
 - per live broker: replica bytes on disk (DescribeLogDirs, moves between log dirs not counted twice), replicas and

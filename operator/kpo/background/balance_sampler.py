@@ -8,7 +8,8 @@ two batches rather than waiting for a whole sample. Internal topics (``__consume
 as the planner leaves them out of a ``Rebalance`` by default.
 
 A cluster that cannot be sampled (Kafka unreachable, a refused login, a missing ACL) is said once and backed off as
-:mod:`kpo.cluster_loop` does it; the gauges keep the last good sample meanwhile (``kpo_cluster_balance_up`` 0 says so).
+:mod:`kpo.background.loop` does it; the gauges keep the last good sample meanwhile (``kpo_cluster_balance_up`` 0
+says so).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Protocol
 
-from kpo.cluster_loop import ClusterLoop, Wording
+from kpo.background.loop import ClusterLoop, Wording
 from kpo.domain.balance_score import BalanceScore, BalanceTally
 from kpo.kafka.admin import KafkaAdmin
 

@@ -10,7 +10,7 @@ With ``removeDeadAfterSeconds`` on, the first look walks every topic once, and s
 held replicas is not alive and not yet drained (its replicas are what a RemoveBrokers proposal would move).
 
 A look that fails (Kafka unreachable, a refused login, the API server down or refusing) is said once and backed off
-as :mod:`kpo.cluster_loop` does it. A proposal that the API server refuses (the configured plan
+as :mod:`kpo.background.loop` does it. A proposal that the API server refuses (the configured plan
 template fails the CRD's rules) is said once per broker set, not once per look.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kpo.cluster_loop import ClusterLoop, Wording
+from kpo.background.loop import ClusterLoop, Wording
 from kpo.config import AutoProposeCluster
 from kpo.domain.auto_propose import (
     ADD_BROKERS,

@@ -1,5 +1,6 @@
 """A background thread that does one piece of work per configured Kafka cluster every interval: the balance sampler
-(:mod:`kpo.cluster_balance`) and the broker-change watcher (:mod:`kpo.auto_propose`) are two such loops.
+(:mod:`kpo.background.balance_sampler`) and the broker-change watcher (:mod:`kpo.background.broker_changes`) are
+two such loops.
 
 What they share is how they fail. An attempt that fails (Kafka unreachable, a refused login, a missing ACL, the API
 server down) is said once, with the reason, when the outage begins; the next attempts back off (the interval,
