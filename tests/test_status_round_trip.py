@@ -97,6 +97,14 @@ def test_a_plan_without_an_estimate_has_no_duration() -> None:
                                      40) is None
 
 
+def test_a_new_proposal_removes_the_duration_of_the_run_before_it() -> None:
+    proposal, summary = {"id": "p-2", "estimatedSeconds": 90}, {"partitions": 4}
+    ran = {"phase": "Succeeded", "duration": {"proposal": "p-1", "estimatedSeconds": 60, "tookSeconds": 75}}
+    fields = pr_status.new_proposal_fields(ran, proposal, summary)
+    assert fields == {"proposal": proposal, "summary": summary, "duration": None}, "null removes it (merge patch)"
+    assert "duration" not in pr_status.new_proposal_fields({"phase": "Planning"}, proposal, summary)
+
+
 def test_a_reassignment_claims_what_it_wants_and_holds_and_its_throttle_keeps_it_live() -> None:
     intent, decision, view = executing()
     written = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned={P0: (2, 3, 4)},

@@ -30,7 +30,7 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
     decide_planning,
     selected_topics,
 )
-from kpo.resources.partition_reassignment.status import proposal_status, summary_status, write
+from kpo.resources.partition_reassignment.status import new_proposal_fields, proposal_status, summary_status, write
 
 
 class JobBackend(Protocol):
@@ -115,8 +115,8 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
         estimate = estimating(job.proposal, snap.view) if estimating is not None else None
         log.info("%s/%s: proposal %s: %d partition(s), %d bytes; estimate %s", meta["namespace"], meta["name"],
                  job.proposal.id, len(job.proposal.targets), job.metrics.bytes_to_move, estimate)
-        new_status["proposal"] = proposal_status(job.proposal, job.metrics, name, now, estimate)
-        new_status["summary"] = summary_status(job.metrics)
+        new_status |= new_proposal_fields(status, proposal_status(job.proposal, job.metrics, name, now, estimate),
+                                          summary_status(job.metrics))
     return Outcome(status=write(new_status), events=events, decision=decision)
 
 

@@ -236,6 +236,16 @@ def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, n
     return written
 
 
+def new_proposal_fields(previous: Mapping[str, Any], proposal: Mapping[str, Any], summary: Mapping[str, Any]
+                        ) -> dict[str, Any]:
+    """The status fields a new proposal writes: the proposal, its summary, and no ``duration`` (an earlier run's
+    estimate against its time, which says nothing of this proposal; None removes it from the merge patch)."""
+    fields: dict[str, Any] = {"proposal": dict(proposal), "summary": dict(summary)}
+    if previous.get("duration") is not None:
+        fields["duration"] = None
+    return fields
+
+
 def duration_status(proposal: Mapping[str, Any], took_seconds: int) -> dict[str, Any] | None:
     """``status.duration``: the estimate of the proposal that ran against how long its moves took (``None``: the
     proposal stated no estimate, and there is nothing to compare)."""
