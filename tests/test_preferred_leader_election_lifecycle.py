@@ -379,6 +379,20 @@ def test_invalid_for_a_missing_reassignment_moves_on_once_it_exists() -> None:
     assert d.phase is Phase.ELECTING
 
 
+def test_invalid_because_nothing_matched_moves_on_once_partitions_appear() -> None:
+    # A topic created a moment ago may list no partition yet: the election must not stay Invalid for good.
+    m = memory(Phase.INVALID, NOTHING_SELECTED)
+    still = decide(intent(), m, observe(cluster(topics=("orders",))))
+    assert still.phase is Phase.INVALID and still.reason == NOTHING_SELECTED and not still.events, "quietly"
+    d = decide(intent(), m, observe())
+    assert d.phase is Phase.ELECTING and d.election is not None
+
+
+def test_invalid_for_a_reason_that_cannot_change_by_itself_stays_idle() -> None:
+    d = decide(intent(), memory(Phase.INVALID, "UnknownTopic"), observe())
+    assert d.idle and d.phase is Phase.INVALID
+
+
 def test_a_spec_change_forgets_the_old_schedule() -> None:
     m = memory(Phase.SCHEDULED, ELECTED, runs=4, next_run_at=NOW + timedelta(hours=1))
     d = decide(intent(generation=2), m, observe())

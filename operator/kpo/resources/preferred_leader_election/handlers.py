@@ -28,7 +28,7 @@ from kpo.api import (
 from kpo.resources import shell
 from kpo.resources.outcomes import Inputs, Outcome, RetryLater
 from kpo.resources.preferred_leader_election import reconciler
-from kpo.resources.preferred_leader_election.lifecycle import TERMINAL, UNKNOWN_REASSIGNMENT, Phase, Reassignment
+from kpo.resources.preferred_leader_election.lifecycle import RECHECKED, TERMINAL, Phase, Reassignment
 from kpo.resources.preferred_leader_election.spec import intent_of, parse_spec
 from kpo.resources.preferred_leader_election.status import memory_of
 
@@ -53,11 +53,11 @@ def read_reassignment(api: client.ApiClient, namespace: str, name: str) -> Reass
 
 def preferredleaderelection_at_rest(generation: int, status: Mapping[str, Any]) -> bool:
     """Terminal for its current spec: the timer stops (a spec change starts it again). An election Invalid only
-    because the PartitionReassignment it names does not exist yet keeps polling: that resource's creation is not an
-    event here."""
+    because the PartitionReassignment it names does not exist yet, or because its selection matches no partition
+    yet, keeps polling: neither that resource's creation nor a topic's is an event here."""
     memory = memory_of(status)
-    waits_for_reassignment = memory.phase is Phase.INVALID and memory.reason == UNKNOWN_REASSIGNMENT
-    return memory.phase in TERMINAL and not waits_for_reassignment and memory.observed_generation == generation
+    rechecked = memory.phase is Phase.INVALID and memory.reason in RECHECKED
+    return memory.phase in TERMINAL and not rechecked and memory.observed_generation == generation
 
 
 def preferredleaderelection_reconcile(tick: shell.Tick[PreferredLeaderElectionSpec]) -> Outcome[Any] | None:

@@ -46,9 +46,10 @@ Phases, and what each transitions to:
   topic no longer exists. A due run whose pattern matches no topic stays *Scheduled* and says so (reason
   NothingSelected): topics may appear later.
 - **Succeeded**, **Failed**, **Invalid** — terminal for this generation of the spec; a spec change starts over in
-  *Pending*. One exception: *Invalid* because ``after`` names a PartitionReassignment that does not exist is checked
-  again on every tick and moves on once it is created, because GitOps tools apply a set of resources in no guaranteed
-  order.
+  *Pending*. Two exceptions, checked again on every tick, because GitOps tools apply a set of resources in no
+  guaranteed order and a topic created a moment ago may show no partition yet: *Invalid* because ``after`` names a
+  PartitionReassignment that does not exist moves on once it is created, and *Invalid* because the selection matches
+  no partition (NothingSelected) moves on once it matches.
 
 What ``Ready`` means. One-off: ``True`` once the run has finished (*Succeeded*). Scheduled: ``True`` while the most
 recent run finished, ``False`` before the first run, after a run whose request Kafka refused as a whole, and while the
@@ -117,6 +118,8 @@ KAFKA_REFUSED = "KafkaRefused"
 KAFKA_UNAVAILABLE = "KafkaUnavailable"
 NOTHING_SELECTED = "NothingSelected"
 UNKNOWN_REASSIGNMENT = "UnknownPartitionReassignment"
+#: Invalid for these reasons is re-checked every tick: what is missing may appear (see the module docstring).
+RECHECKED = frozenset({UNKNOWN_REASSIGNMENT, NOTHING_SELECTED})
 WAITING_FOR_REASSIGNMENT = "WaitingForReassignment"
 REASSIGNMENT_NOT_SUCCEEDED = "ReassignmentNotSucceeded"
 
@@ -294,7 +297,7 @@ def decide(intent: Intent, memory: Memory, observed: Observation) -> Decision:
     phase = Phase.PENDING if fresh else memory.phase
     keep_next = memory.next_run_at if intent.interval is not None and not fresh else None
     idle = Decision(phase, memory.reason, "", next_run_at=keep_next, runs=memory.runs, idle=True)
-    if phase in TERMINAL and not (phase is Phase.INVALID and memory.reason == UNKNOWN_REASSIGNMENT):
+    if phase in TERMINAL and not (phase is Phase.INVALID and memory.reason in RECHECKED):
         return idle
     if phase is Phase.SCHEDULED and memory.next_run_at is not None and observed.now < memory.next_run_at:
         return idle
