@@ -219,6 +219,8 @@ class Side:
     # offline partitions left as they are (of all offline ones).
     uneven_spread: int = -1
     offline_left_out: int = -1
+    # kpo only: which plan the job kept (its rounds' or its greedy candidate's, issue 27).
+    chosen: str = ""
 
 
 def _side(m: PlanMetrics, plan_seconds: float, wall: float, peak: int) -> Side:
@@ -244,7 +246,7 @@ def run_kpo(s: Scenario, folder: Path, out: Path) -> tuple[Side, Assignment]:
         raise RuntimeError(f"kpo failed on {s.name}: {outcome.message}")
     targets = {(tp.topic, tp.partition): tuple(r) for tp, r in outcome.plan.targets().items()}
     side = _side(outcome.metrics, outcome.metrics.planning_seconds, outcome.wall_seconds, outcome.peak_rss_bytes)
-    return side, targets
+    return replace(side, chosen=outcome.metrics.chosen_plan), targets
 
 
 def _measured(command: list[str]) -> tuple[str, float, int]:
@@ -368,6 +370,8 @@ def shapes_notes(rows: list[tuple[Scenario, int, Side, Side, Side]]) -> str:
         for who, side in (("kpo", k), ("greedy", g)):
             if side.note:
                 notes.append(f"- {s.name}, {who}: {side.note}")
+        if k.chosen == "greedy":
+            notes.append(f"- {s.name}, kpo: the job kept its greedy candidate's plan (better than its rounds' plan)")
     return "\n".join(notes)
 
 

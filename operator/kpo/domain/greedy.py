@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
 
@@ -66,6 +66,12 @@ class Setup:
     balancing: bool
     replication_factor: int | None
     tolerance: float
+    # Whether replicas on dead brokers must move (the bench's reference drains them). The planning job leaves a dead
+    # broker's replicas where they are unless the request removes it, and says so with False; then the replicas on
+    # brokers that keep them (taking no part, not removed) stay and count in their rack (``kept_rack_of``), as the
+    # job's rounds count them.
+    drain_dead: bool = True
+    kept_rack_of: Mapping[int, str] = field(default_factory=dict)
 
 
 def setup(request: PlanRequest, brokers: Iterable[BrokerInfo]) -> Setup:
@@ -112,11 +118,12 @@ class Spread:
     Without racks every list is even.
     """
 
-    def __init__(self, rack_of: Mapping[int, str]) -> None:
-        self.rack_of = dict(rack_of)
+    def __init__(self, rack_of: Mapping[int, str], kept_rack_of: Mapping[int, str] | None = None) -> None:
         self.sizes: dict[str, int] = {}
-        for r in self.rack_of.values():
+        for r in rack_of.values():
             self.sizes[r] = self.sizes.get(r, 0) + 1
+        # Brokers that keep their replicas count in their rack (if it takes part) but add no room to it.
+        self.rack_of = {b: r for b, r in (kept_rack_of or {}).items() if r in self.sizes} | dict(rack_of)
 
     def uneven(self, replicas: Sequence[int | None]) -> int:
         if not self.sizes:
@@ -157,7 +164,7 @@ class Greedy:
     def __init__(self, facts: Setup, brokers: Iterable[int], partitions: Iterable[Partition], active: Iterable[Key],
                  *, offline: Iterable[Key] = (), start: Mapping[Key, Sequence[int | None]] | None = None) -> None:
         self.facts = facts
-        self.spread = Spread(self.facts.rack_of)
+        self.spread = Spread(self.facts.rack_of, self.facts.kept_rack_of)
         self.parts: dict[Key, Partition] = {}
         self.slots: dict[Key, Slots] = {}
         self.load: dict[int, int] = dict.fromkeys(brokers, 0)
@@ -220,7 +227,8 @@ class Greedy:
     def free_forced(self) -> None:
         """Empty the slots whose replica must move: not on a broker taking part and dead or removed, or beyond its
         rack's share (the most loaded broker of the crowded rack gives it up)."""
-        must_leave = self.facts.removed | (frozenset(self.load) - self.facts.alive)
+        dead = frozenset(self.load) - self.facts.alive if self.facts.drain_dead else frozenset()
+        must_leave = self.facts.removed | dead
         for key in self.active:
             slots = self.slots[key]
             for i, b in enumerate(slots):
@@ -228,7 +236,8 @@ class Greedy:
                     self._drop(key, i)
             while (now := self.spread.uneven(slots)) > 0:
                 better = [(self.load[b], i) for i, b in enumerate(slots)
-                          if b is not None and self.spread.uneven([*slots[:i], None, *slots[i + 1:]]) < now]
+                          if b is not None and (self.facts.drain_dead or b in self.facts.eligible)
+                          and self.spread.uneven([*slots[:i], None, *slots[i + 1:]]) < now]
                 if not better:
                     break
                 self._drop(key, max(better)[1])

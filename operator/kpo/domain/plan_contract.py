@@ -235,6 +235,8 @@ class PlanMetrics(_Document):
     reach_min: float | None = None
     reach_max: float | None = None
     reach_met: bool | None = None
+    # Which plan the job kept: its rounds', or the greedy candidate's where that was better (kpo.planner.candidate).
+    chosen_plan: Literal["rounds", "greedy"] = "rounds"
     balance_before: Balance | None = None
     balance_after: Balance | None = None
     brokers_before: tuple[BrokerLoad, ...] = ()

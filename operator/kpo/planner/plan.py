@@ -37,7 +37,7 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planner import leaders, moves, quality, storage
+from kpo.planner import candidate, leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.demote import demote, lead_elsewhere
 from kpo.planner.flow import handovers
@@ -257,6 +257,13 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     if run.counts(MAX_COUNT_ROUNDS):
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
         run.recount()
+    chosen = "rounds"
+    if cluster.balancing and sum(s.replicas for s in initial.values()) <= candidate.MAX_REPLICAS:
+        if _greedy_instead(run, state):
+            chosen = "greedy"
+            run.stopped = ("the plan is the greedy candidate's (closer to the band than the rounds' plan, or as close "
+                           "for fewer bytes), which stops when no single replica move brings a broker closer")
+        log.info("greedy candidate considered, %s plan kept (%.1fs)", chosen, clock() - started)
     if cluster.no_leaders:
         run.state = checkpoint(lead_elsewhere(run.state, cluster.no_leaders))
         run.recount()
@@ -265,8 +272,34 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     log.info("rounds done (%.1fs)", clock() - started)
     result = measure(run.state, cluster, request, initial=initial, closed=closed, rounds=run.count,
                      planning_seconds=clock() - started, stopped=run.stopped)
-    result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples})
+    result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples,
+                                       "chosen_plan": chosen})
     return PlanResult(state=run.state, cluster=cluster, metrics=result)
+
+
+def _greedy_instead(run: _Rounds, initial: DataFrame) -> bool:
+    """Plan with the greedy candidate from the ``initial`` state and take its plan instead of the rounds' when it is
+    better and keeps every rule (:mod:`kpo.planner.candidate`); whether it did."""
+    cluster, request = run.cluster, run.request
+    greedy = candidate.greedy_plan(initial, cluster, request)
+    ours = candidate.standing({b: float(run.stats[b].bytes) if b in run.stats else 0.0 for b in cluster.eligible},
+                              candidate.bytes_moved(run.state))
+    theirs = candidate.standing(greedy.loads, greedy.bytes_moved)
+    log.info("greedy candidate: %d bytes moved, %.3f to %.3f x mean; rounds: %d bytes, %.3f to %.3f x mean",
+             theirs.bytes_moved, theirs.low, theirs.high, ours.bytes_moved, ours.low, ours.high)
+    if not candidate.better(theirs, ours, request.tolerance):
+        return False
+    proposed = checkpoint(candidate.with_targets(initial, greedy.targets))
+    counted = quality.counters(proposed, cluster, request.replication_factor)
+    if counted["broken"]:
+        log.warning("greedy candidate breaks a hard rule on %d partitions: not taken", counted["broken"])
+        return False
+    if counted["rack_violations_after"] > quality.counters(run.state, cluster)["rack_violations_after"]:
+        log.warning("greedy candidate has more rack violations than the rounds' plan: not taken")
+        return False
+    run.state = proposed
+    run.recount()
+    return True
 
 
 def _demotion(state: DataFrame, cluster: Cluster, request: PlanRequest, started: float,
