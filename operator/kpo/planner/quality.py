@@ -116,18 +116,20 @@ def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, Br
              after: tuple[BrokerLoad, ...]) -> Reach:
     """The bound of :func:`kpo.planner.balance.reach` for this state (``initial``: the per-broker sums before any
     move, for each broker's bytes outside the selection; ``after``: the loads, for the mean). One pass over the
-    partitions sums the selected partitions' bytes by replication factor (apart those with a replica pinned on a
-    broker that keeps it, taking no part and not removed: the rack's eligible brokers need not hold that share) and
-    finds the largest selected partition that stays on the brokers taking part."""
+    partitions sums the selected partitions' bytes by replication factor and by the domains of their replicas kept on
+    brokers that take no part and are not removed (such a replica holds part of its rack's share, which the rack's
+    eligible brokers then need not hold), and finds the largest selected partition that stays on the brokers taking
+    part."""
     fixed = {b: float(s.bytes - s.movable_bytes - s.forced_bytes) for b, s in initial.items()
              if b is not None and b in cluster.eligible}
     taking_part = [b.bytes for b in after if b.broker in cluster.eligible]
     mean = sum(taking_part) / len(taking_part) if taking_part else 0.0
     eligible = id_set(cluster.eligible)
     removed = id_set(cluster.removed)
-    pinned = F.exists("original", lambda b: b.isNotNull() & ~eligible.has(b) & ~removed.has(b))
+    domain = table(cluster.domain_of, "int")
+    kept = F.filter("original", lambda b: b.isNotNull() & ~eligible.has(b) & ~removed.has(b))
     rows = (state.filter("selected")
-            .groupBy(F.size("replicas").alias("rf"), pinned.alias("pinned"))
+            .groupBy(F.size("replicas").alias("rf"), F.array_sort(F.transform(kept, lambda b: domain[b])).alias("kept"))
             .agg(F.sum("size").alias("bytes"),
                  F.max(F.when(F.exists("replicas", eligible.has), F.col("size"))).alias("largest"))
             .collect())
@@ -140,10 +142,12 @@ def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, Br
     for r in rows:
         rf, size = int(r["rf"]), float(r["bytes"] or 0)
         largest = max(largest, float(r["largest"] or 0))
+        held = list(r["kept"] or [])
         for d, bs in domains.items():
-            ceiling[d] += size * min(-(-rf // spread), len(bs))
-            if not r["pinned"]:
-                floor[d] += size * min(rf // spread, len(bs))
+            # A replica kept on a broker of this domain that takes no part holds part of the domain's share.
+            elsewhere = held.count(d)
+            ceiling[d] += size * max(0, min(-(-rf // spread), len(bs)) - elsewhere)
+            floor[d] += size * max(0, min(rf // spread, len(bs)) - elsewhere)
     limits = [DomainLimits(name=f"rack {names[d]}" if cluster.rack_mode else f"broker {d}", brokers=len(bs),
                            floor=floor[d], ceiling=ceiling[d]) for d, bs in domains.items()]
     return reach(mean, limits, fixed, largest)
