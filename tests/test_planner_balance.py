@@ -322,3 +322,14 @@ def test_the_band_report_says_how_far_the_plan_is_from_the_bound_and_why_it_stop
     # Without a bound, never a claim.
     _, unproven = band_report(loads, cluster, 0.05)
     assert "a better plan may exist" in unproven
+
+
+def test_reach_the_brokers_holding_a_huge_partition_leave_the_others_less_than_the_mean() -> None:
+    from kpo.planner.balance import reach  # noqa: PLC0415
+
+    # 20 brokers, mean 100; a partition of 220 at RF 3: its three brokers hold 660 at least, the other 17 share
+    # at most 1340, so the lowest is at most 1340 / 17 = 78.8.
+    bound = reach(100.0, [], {}, 220.0, largest_copies=3, brokers=20)
+    assert bound.highest.value == pytest.approx(2.2)
+    assert bound.lowest.value == pytest.approx(1340 / 17 / 100)
+    assert bound.lowest.because.startswith("the 3 brokers holding the largest partition leave the 17 others")

@@ -216,7 +216,8 @@ class DomainLimits:
     ceiling: float
 
 
-def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, float], largest: float) -> Reach:
+def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, float], largest: float,
+          *, largest_copies: int = 1, brokers: int = 0) -> Reach:
     """The bound of :class:`Reach` from what every plan must respect.
 
     - Some broker of a domain holds at least the domain's average, so the highest broker is at least the largest
@@ -224,6 +225,8 @@ def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, floa
     - A partition's replica sits whole on one broker: the highest broker holds at least the largest partition that
       stays on the brokers taking part (``largest``).
     - A broker keeps its replicas outside the selection (``fixed``): the highest holds at least the largest of those.
+    - The ``largest_copies`` brokers holding the largest partition hold at least ``largest`` each, so the other
+      ``brokers - largest_copies`` brokers share at most what is left of the total: the lowest is at most that share.
     - And the lowest is never above the mean, the highest never below it.
     """
     if mean <= 0:
@@ -232,6 +235,11 @@ def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, floa
     low = Limit(1.0, "the mean")
     if largest / mean > high.value:
         high = Limit(largest / mean, f"the largest partition alone is {largest / mean:.3f} x mean")
+    if brokers > largest_copies >= 1 and largest > mean:
+        rest = (brokers * mean - largest_copies * largest) / (brokers - largest_copies) / mean
+        if rest < low.value:
+            low = Limit(max(0.0, rest), f"the {largest_copies} brokers holding the largest partition leave the "
+                                        f"{brokers - largest_copies} others {max(0.0, rest):.3f} x mean each at most")
     if fixed:
         broker, kept = max(fixed.items(), key=lambda item: (item[1], -item[0]))
         if kept / mean > high.value:

@@ -138,11 +138,12 @@ def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, Br
     names = sorted({r for r in cluster.racks.values() if r is not None})
     floor = {d: sum(fixed.get(b, 0.0) for b in bs) for d, bs in domains.items()}
     ceiling = dict(floor)
-    largest = 0.0
+    largest, copies = 0.0, 1
     for r in rows:
         rf, size = int(r["rf"]), float(r["bytes"] or 0)
-        largest = max(largest, float(r["largest"] or 0))
         held = list(r["kept"] or [])
+        if float(r["largest"] or 0) > largest:
+            largest, copies = float(r["largest"]), max(1, rf - len(held))
         for d, bs in domains.items():
             # A replica kept on a broker of this domain that takes no part holds part of the domain's share.
             elsewhere = held.count(d)
@@ -150,7 +151,7 @@ def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, Br
             floor[d] += size * max(0, min(rf // spread, len(bs)) - elsewhere)
     limits = [DomainLimits(name=f"rack {names[d]}" if cluster.rack_mode else f"broker {d}", brokers=len(bs),
                            floor=floor[d], ceiling=ceiling[d]) for d, bs in domains.items()]
-    return reach(mean, limits, fixed, largest)
+    return reach(mean, limits, fixed, largest, largest_copies=copies, brokers=len(cluster.eligible))
 
 
 def _crowded(column: str, cluster: Cluster, *, after: bool) -> Column:
