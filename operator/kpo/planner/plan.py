@@ -334,8 +334,11 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
         raise PlanError("internal error, the plan breaks a hard constraint: "
                         + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
     before, after = quality.broker_loads(state, cluster)
-    bound = quality.reach_of(state, cluster, initial, after) if cluster.balancing else None
-    reached, note = quality.band_report(after, cluster, request.tolerance, bound, stopped)
+    reached, note = quality.band_report(after, cluster, request.tolerance)
+    bound = None
+    if reached is False:  # the bound costs a pass over the partitions: only where the note needs it
+        bound = quality.reach_of(state, cluster, initial, after)
+        reached, note = quality.band_report(after, cluster, request.tolerance, bound, stopped)
     spread = quality.spread(after, cluster) if reached is False else None
     lower_bound_bytes, lower_bound_replicas = quality.lower_bounds(initial, cluster, request.tolerance, closed=closed,
                                                                    reached=spread)
@@ -351,7 +354,7 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
         lower_bound_replicas=lower_bound_replicas, rack_aware=cluster.rack_mode,
         reach_min=None if bound is None else round(bound.lowest.value, 4),
         reach_max=None if bound is None else round(bound.highest.value, 4),
-        reach_met=None if bound is None or reached is not False or spread is None
+        reach_met=None if bound is None or spread is None
         else bound.met_by(spread.bytes[0], spread.bytes[1], request.tolerance),
         rack_violations_before=counted["rack_violations_before"],
         rack_violations_after=counted["rack_violations_after"],
