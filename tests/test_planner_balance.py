@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
+from kpo.domain.plan_contract import BrokerInfo, BrokerLoad, Goal, PlanRequest
 from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, water_fill
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.flow import handovers
@@ -236,3 +236,100 @@ def test_the_lower_bound_of_a_band_not_reached_is_the_bound_of_the_band_reached(
     assert lower_bounds(stats, cluster, 0.05)[0] == 190  # to 210 at most: band [190, 210]
     reached = Spread(bytes=(0.8, 1.3), replicas=(0.8, 1.3))
     assert lower_bounds(stats, cluster, 0.05, reached=reached)[0] == 140  # to 260 at most
+
+
+# -- how even any plan can be (issue 27) -------------------------------------------------------------------------
+
+def test_reach_is_the_mean_when_nothing_stands_in_the_way() -> None:
+    from kpo.planner.balance import DomainLimits, reach  # noqa: PLC0415
+
+    racks = [DomainLimits("rack a", 2, floor=0.0, ceiling=300.0), DomainLimits("rack b", 2, floor=0.0, ceiling=300.0)]
+    bound = reach(100.0, racks, {1: 0.0, 2: 0.0}, largest=20.0)
+    assert (bound.lowest.value, bound.highest.value) == (1.0, 1.0)
+    assert bound.met_by(0.96, 1.04, 0.05)
+    assert not bound.met_by(0.94, 1.04, 0.05)
+
+
+def test_reach_the_largest_partition_sets_the_top() -> None:
+    from kpo.planner.balance import reach  # noqa: PLC0415
+
+    bound = reach(100.0, [], {}, largest=111.2)
+    assert bound.highest.value == pytest.approx(1.112)
+    assert "largest partition" in bound.highest.because
+    # A plan whose top broker holds that partition alone meets the bound; one above it does not.
+    assert bound.met_by(0.98, 1.112, 0.05)
+    assert not bound.met_by(0.98, 1.2, 0.05)
+
+
+def test_reach_replicas_outside_the_selection_set_the_top() -> None:
+    from kpo.planner.balance import reach  # noqa: PLC0415
+
+    bound = reach(100.0, [], {3: 130.0, 4: 90.0}, largest=10.0)
+    assert bound.highest.value == pytest.approx(1.3)
+    assert bound.highest.because.startswith("broker 3 keeps")
+
+
+def test_reach_a_small_rack_bound_to_every_partition_sets_the_top_and_a_rack_short_of_room_the_bottom() -> None:
+    from kpo.planner.balance import DomainLimits, reach  # noqa: PLC0415
+
+    # Rack c, one broker, must hold one replica of every RF 3 partition: 300 bytes on one broker, mean 100.
+    # Rack d's two brokers can hold at most one replica of each partition: 160 bytes, 0.8 x mean each.
+    racks = [DomainLimits("rack c", 1, floor=300.0, ceiling=300.0), DomainLimits("rack d", 2, floor=0.0, ceiling=160.0)]
+    bound = reach(100.0, racks, {}, largest=5.0)
+    assert bound.highest.value == pytest.approx(3.0)
+    assert bound.highest.because.startswith("rack c (1 brokers) must hold")
+    assert bound.lowest.value == pytest.approx(0.8)
+    assert bound.lowest.because.startswith("rack d (2 brokers) can hold at most")
+    assert bound.met_by(0.8, 3.0, 0.05)
+    assert not bound.met_by(0.7, 3.0, 0.05)
+
+
+def _four_brokers() -> tuple[Cluster, tuple[BrokerLoad, ...]]:
+    cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in (1, 2, 3, 4)], [1, 2, 3, 4])
+    # Mean 100: broker 4 at 1.3 x mean, the others at 0.9.
+    loads = tuple(BrokerLoad(broker=b, bytes=n, replicas=1, leaders=0) for b, n in ((1, 90), (2, 90), (3, 90),
+                                                                                      (4, 130)))
+    return cluster, loads
+
+
+def test_the_band_report_says_no_better_only_when_the_plan_meets_the_bound() -> None:
+    from kpo.planner.balance import Limit, Reach  # noqa: PLC0415
+    from kpo.planner.quality import band_report  # noqa: PLC0415
+
+    cluster, loads = _four_brokers()
+    proven = Reach(lowest=Limit(0.9, "rack x can hold at most 0.900 x mean"),
+                   highest=Limit(1.3, "the largest partition alone is 1.300 x mean"))
+    reached, note = band_report(loads, cluster, 0.05, proven, "it ran its 4 relief rounds")
+    assert reached is False
+    assert "no plan can do better" in note
+    assert "no broker can end below 1.300 x mean at the top (the largest partition alone is 1.300 x mean)" in note
+    assert "none above 0.900 x mean at the bottom" in note
+    assert "stopped" not in note
+
+
+def test_the_band_report_says_how_far_the_plan_is_from_the_bound_and_why_it_stopped() -> None:
+    from kpo.planner.balance import Limit, Reach  # noqa: PLC0415
+    from kpo.planner.quality import band_report  # noqa: PLC0415
+
+    cluster, loads = _four_brokers()
+    loose = Reach(lowest=Limit(1.0, "the mean"), highest=Limit(1.112, "the largest partition alone is 1.112 x mean"))
+    reached, note = band_report(loads, cluster, 0.05, loose, "it ran its 4 relief rounds (the limit)")
+    assert reached is False
+    assert "no better" not in note
+    assert ("a better plan may exist: the lowest broker is at 0.900 x mean where the bound allows 0.950 and the "
+            "highest is at 1.300 x mean where the bound allows 1.112") in note
+    assert note.endswith("the planner stopped because it ran its 4 relief rounds (the limit)")
+    # Without a bound, never a claim.
+    _, unproven = band_report(loads, cluster, 0.05)
+    assert "a better plan may exist" in unproven
+
+
+def test_reach_the_brokers_holding_a_huge_partition_leave_the_others_less_than_the_mean() -> None:
+    from kpo.planner.balance import reach  # noqa: PLC0415
+
+    # 20 brokers, mean 100; a partition of 220 at RF 3: its three brokers hold 660 at least, the other 17 share
+    # at most 1340, so the lowest is at most 1340 / 17 = 78.8.
+    bound = reach(100.0, [], {}, 220.0, largest_copies=3, brokers=20)
+    assert bound.highest.value == pytest.approx(2.2)
+    assert bound.lowest.value == pytest.approx(1340 / 17 / 100)
+    assert bound.lowest.because.startswith("the 3 brokers holding the largest partition leave the 17 others")

@@ -16,6 +16,11 @@ rack-2 13..14) and every broker holds replicas. The leader sits on ``start`` (ch
 j after the leader's (mod racks), on a broker of that rack drawn by a hash. ``dead`` brokers are listed with
 ``alive: false``; the placement does not know it (they died after it), so their replicas are the ones to recover.
 
+Sizes (issue 27): ``sizes="pareto"`` draws each partition's size from a Pareto law of index ``pareto_alpha`` with
+the same median (heavy tail: a handful of partitions far above the rest) instead of the lognormal. A *dominant*
+topic (``dominant_share`` > 0) is added on top: ``dominant_partitions`` partitions of one topic, ``topic-dominant``,
+that hold that share of all bytes (equal sizes), placed like the others; the rest keep their relative sizes.
+
 Generation runs on Spark (rows come from ``spark.range``, randomness from hashes of the row's keys, so a scenario is a
 pure function of its seed) because the largest scenario has a million partitions.
 """
@@ -48,6 +53,10 @@ class ClusterSpec:
     seed: int = 7
     rack_sizes: tuple[int, ...] = ()
     dead: tuple[int, ...] = ()
+    sizes: str = "lognormal"  # or "pareto"
+    pareto_alpha: float = 1.2
+    dominant_share: float = 0.0
+    dominant_partitions: int = 4
 
     def rack_index(self, broker: int) -> int:
         if not self.rack_sizes:
@@ -72,6 +81,10 @@ class ClusterSpec:
                 raise ValueError("uneven racks: every broker holds replicas, at most one replica per rack")
         elif self.existing % self.racks:
             raise ValueError("existing brokers must fill whole racks, or the rack of a wrapped replica changes")
+        if self.sizes not in ("lognormal", "pareto"):
+            raise ValueError(f"sizes must be lognormal or pareto, not {self.sizes!r}")
+        if not 0.0 <= self.dominant_share < 1.0:
+            raise ValueError("dominant_share is a fraction of all bytes, below 1")
         if any(not 1 <= b <= self.brokers for b in self.dead):
             raise ValueError(f"dead brokers {self.dead} are not among 1..{self.brokers}")
 
@@ -111,6 +124,18 @@ def _uneven_replicas(spec: ClusterSpec, seed: Column, g: Column) -> Column:
     return F.transform(F.sequence(F.lit(0), F.col("rf") - 1), replica)
 
 
+def _size(spec: ClusterSpec, seed: Column, g: Column, topic_no: Column) -> Column:
+    """A partition's size: lognormal or Pareto around ``median_bytes``, times its topic's popularity."""
+    popularity = F.exp(spec.popularity_sigma * _normal(seed, F.lit("topic"), topic_no))
+    if spec.sizes == "pareto":
+        # Inverse CDF of Pareto(x_m, alpha); its median is x_m * 2^(1/alpha).
+        scale = spec.median_bytes / 2 ** (1 / spec.pareto_alpha)
+        drawn = F.lit(scale) * F.pow(_uniform(seed, F.lit("pareto"), g), F.lit(-1 / spec.pareto_alpha))
+    else:
+        drawn = F.lit(spec.median_bytes) * F.exp(spec.sigma * _normal(seed, F.lit("size"), g))
+    return drawn * popularity
+
+
 def write_cluster(spark: SparkSession, spec: ClusterSpec, request: PlanRequest, directory: Path) -> None:
     spec.check()
     directory.mkdir(parents=True, exist_ok=True)
@@ -118,9 +143,16 @@ def write_cluster(spark: SparkSession, spec: ClusterSpec, request: PlanRequest, 
     (directory / BROKERS_FILE).write_text(brokers_json(spec.broker_infos()))
     seed = F.lit(spec.seed)
     g = F.col("id")
+    extra = spec.dominant_partitions if spec.dominant_share else 0
+    dominant = g >= spec.partitions
     topic_no = (g / spec.partitions_per_topic).cast("long")
-    popularity = F.exp(spec.popularity_sigma * _normal(seed, F.lit("topic"), topic_no))
-    size = F.lit(spec.median_bytes) * F.exp(spec.sigma * _normal(seed, F.lit("size"), g)) * popularity
+    size = _size(spec, seed, g, topic_no)
+    if extra:
+        # The dominant topic's partitions share dominant_share of all bytes: rest * share / (1 - share), equally.
+        rest = spark.range(spec.partitions).select(F.sum(size.cast("long")).alias("rest")).first()
+        assert rest is not None
+        each = float(rest["rest"]) * spec.dominant_share / (1 - spec.dominant_share) / extra
+        size = F.when(dominant, F.lit(each)).otherwise(size)
     hot = max(1, spec.existing // 10)
     start = F.when(_uniform(seed, F.lit("skew"), g) < spec.skew,
                    F.pmod(F.xxhash64(seed, F.lit("hot"), g), F.lit(hot))).otherwise(
@@ -132,9 +164,10 @@ def write_cluster(spark: SparkSession, spec: ClusterSpec, request: PlanRequest, 
         replicas = F.transform(F.sequence(F.lit(0), F.col("rf") - 1),
                                lambda j: (F.pmod(F.col("start") + j * F.col("step"), F.lit(spec.existing)) + 1)
                                .cast("int"))
-    rows = (spark.range(spec.partitions)
-            .select(g, F.format_string("topic-%05d", topic_no).alias("topic"),
-                    F.pmod(g, F.lit(spec.partitions_per_topic)).cast("int").alias("partition"),
+    topic = F.when(dominant, F.lit("topic-dominant")).otherwise(F.format_string("topic-%05d", topic_no))
+    partition = F.when(dominant, g - spec.partitions).otherwise(F.pmod(g, F.lit(spec.partitions_per_topic)))
+    rows = (spark.range(spec.partitions + extra)
+            .select(g, topic.alias("topic"), partition.cast("int").alias("partition"),
                     size.cast("long").alias("size_bytes"), start.alias("start"), step.alias("step"),
                     _replication_factor(spec, seed, topic_no).alias("rf"))
             .select("topic", "partition", replicas.alias("replicas"), replicas[0].alias("leader"),

@@ -62,6 +62,13 @@ class Scenario:
     replication_factors: tuple[int, ...] = (3,)
     rack_sizes: tuple[int, ...] = ()
     dead: tuple[int, ...] = ()
+    # Sizes and a dominant topic (issue 27), and the generator's seed.
+    sizes: str = "lognormal"
+    pareto_alpha: float = 1.2
+    sigma: float = 1.0
+    popularity_sigma: float = 0.75
+    dominant_share: float = 0.0
+    seed: int = 7
     # A hard shape of issue 15: the greedy reference runs too, and the row goes to the shapes table.
     shape: bool = False
 
@@ -99,12 +106,40 @@ SCENARIOS = (
     Scenario("rf-increase", "RF 2 -> 3, 12 brokers, 3 racks, add only (the default)", 12, 12, 3, 8_000,
              PlanRequest(goal=Goal.REPLICATION_FACTOR, replication_factor=3), skew=0.15, partitions_per_topic=50,
              replication_factors=(2,), shape=True),
+    # Issue 27: shapes where a plain greedy used to do better than kpo (issue 27's table), medium sized.
+    Scenario("racks-23456-pareto", "5 racks of 2/3/4/5/6 brokers, RF 3, Pareto sizes, rebalance", 20, 20, 5, 6_000,
+             _request(Goal.REBALANCE), partitions_per_topic=50, rack_sizes=(2, 3, 4, 5, 6), sizes="pareto",
+             shape=True),
+    Scenario("dominant-topic", "12 brokers, 3 racks, one topic of 4 partitions holds 80 % of the bytes, rebalance",
+             12, 12, 3, 3_000, _request(Goal.REBALANCE), partitions_per_topic=50, dominant_share=0.8, shape=True),
+    Scenario("uneven-remove-1-of-small", "racks of 6, 6 and 2 brokers, RF 3, remove broker 14 (small rack)", 14, 14, 3,
+             6_000, _request(Goal.REMOVE_BROKERS, (14,)), partitions_per_topic=50, rack_sizes=(6, 6, 2),
+             shape=True),
+    Scenario("uneven-remove-small-rack", "racks of 6, 6 and 2 brokers, RF 3, remove the small rack (13, 14)", 14, 14,
+             3, 6_000, _request(Goal.REMOVE_BROKERS, (13, 14)), partitions_per_topic=50, rack_sizes=(6, 6, 2),
+             shape=True),
+    Scenario("uneven-no-huge", "racks of 6, 6 and 2 brokers, RF 1/2/3, no huge partition, rebalance", 14, 14, 3,
+             6_000, _request(Goal.REBALANCE), partitions_per_topic=50, rack_sizes=(6, 6, 2),
+             replication_factors=(1, 2, 3), sigma=0.5, popularity_sigma=0.3, shape=True),
+    Scenario("uneven-543-rf23", "racks of 5, 4 and 3 brokers, RF 2/3, rebalance", 12, 12, 3, 6_000,
+             _request(Goal.REBALANCE), partitions_per_topic=50, rack_sizes=(5, 4, 3), replication_factors=(2, 3),
+             skew=0.15, shape=True),
+    Scenario("uneven-842-rf23", "racks of 8, 4 and 2 brokers, RF 2/3, rebalance, tolerance 0.1", 14, 14, 3, 6_000,
+             _request(Goal.REBALANCE, tolerance=0.10), partitions_per_topic=50, rack_sizes=(8, 4, 2),
+             replication_factors=(2, 3), skew=0.15, shape=True),
+    Scenario("skewed-8racks-1M", "heavily skewed rebalance, 200 brokers, 8 racks, Pareto sizes, 1M replicas", 200,
+             200, 8, 333_334, _request(Goal.REBALANCE), skew=0.5, sizes="pareto", pareto_alpha=2.0,
+             scoring_memory="4g", java_heap="2g"),
     Scenario("scale-200-1M", "skewed rebalance, 200 brokers, 10 racks, 1M replicas", 200, 200, 10, 333_334,
              _request(Goal.REBALANCE), skew=0.15, scoring_memory="4g", java_heap="2g"),
     Scenario("scale-300-3M", "skewed rebalance, 300 brokers, 10 racks, 3M replicas", 300, 300, 10, 1_000_000,
              _request(Goal.REBALANCE), skew=0.15, scoring_memory="8g", java_heap="4g"),
 )
-SETS = {"small": ("scale-out-12-15", "skewed-40-t0.10"), "shapes": tuple(s.name for s in SCENARIOS if s.shape),
+ISSUE_27 = ("racks-23456-pareto", "dominant-topic", "uneven-remove-1-of-small", "uneven-remove-small-rack",
+            "uneven-no-huge", "uneven-543-rf23", "uneven-842-rf23")
+SETS = {"small": ("scale-out-12-15", "skewed-40-t0.10"),
+        "shapes": tuple(s.name for s in SCENARIOS if s.shape and s.name not in ISSUE_27),
+        "shapes27": ISSUE_27, "skewed-1M": ("skewed-8racks-1M",),
         "all": tuple(s.name for s in SCENARIOS)}
 
 
@@ -143,7 +178,9 @@ def generate(scenarios: Sequence[Scenario]) -> dict[str, Path]:
     for s in scenarios:
         spec = ClusterSpec(brokers=s.brokers, existing=s.existing, racks=s.racks, partitions=s.partitions,
                            partitions_per_topic=s.partitions_per_topic, skew=s.skew,
-                           replication_factors=s.replication_factors, rack_sizes=s.rack_sizes, dead=s.dead)
+                           replication_factors=s.replication_factors, rack_sizes=s.rack_sizes, dead=s.dead,
+                           sizes=s.sizes, pareto_alpha=s.pareto_alpha, sigma=s.sigma,
+                           popularity_sigma=s.popularity_sigma, dominant_share=s.dominant_share, seed=s.seed)
         key = hashlib.sha256(repr((spec, s.request.to_json())).encode()).hexdigest()[:12]
         folder = cache_dir() / "inputs" / f"{s.name}-{key}"
         inputs[s.name] = folder
@@ -182,6 +219,8 @@ class Side:
     # offline partitions left as they are (of all offline ones).
     uneven_spread: int = -1
     offline_left_out: int = -1
+    # kpo only: which plan the job kept (its rounds' or its greedy candidate's, issue 27).
+    chosen: str = ""
 
 
 def _side(m: PlanMetrics, plan_seconds: float, wall: float, peak: int) -> Side:
@@ -207,7 +246,7 @@ def run_kpo(s: Scenario, folder: Path, out: Path) -> tuple[Side, Assignment]:
         raise RuntimeError(f"kpo failed on {s.name}: {outcome.message}")
     targets = {(tp.topic, tp.partition): tuple(r) for tp, r in outcome.plan.targets().items()}
     side = _side(outcome.metrics, outcome.metrics.planning_seconds, outcome.wall_seconds, outcome.peak_rss_bytes)
-    return side, targets
+    return replace(side, chosen=outcome.metrics.chosen_plan), targets
 
 
 def _measured(command: list[str]) -> tuple[str, float, int]:
@@ -331,11 +370,14 @@ def shapes_notes(rows: list[tuple[Scenario, int, Side, Side, Side]]) -> str:
         for who, side in (("kpo", k), ("greedy", g)):
             if side.note:
                 notes.append(f"- {s.name}, {who}: {side.note}")
+        if k.chosen == "greedy":
+            notes.append(f"- {s.name}, kpo: the job kept its greedy candidate's plan (better than its rounds' plan)")
     return "\n".join(notes)
 
 
 SECTION_SCALE = "scale"
 SECTION_SHAPES = "shapes"
+SECTION_SHAPES_27 = "shapes27"
 
 
 def update_results(path: Path, section: str, text: str) -> None:
@@ -406,13 +448,19 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         sections.append((SECTION_SCALE, f"{header}\n\nEach cell: kpo / Kafka's placer (StripedReplicaPlacer, as "
                          f"`kafka-reassign-partitions --generate` in Kafka 4.x).\n\n{table(rows)}\n"))
-    if shaped:
-        notes = shapes_notes(shaped)
-        sections.append((SECTION_SHAPES, f"## Hard shapes (issue 15)\n\n{header}\n\nEach cell: kpo / greedy "
+    for section, title, group in ((SECTION_SHAPES, "Hard shapes (issue 15)",
+                                   [r for r in shaped if r[0].name not in ISSUE_27]),
+                                  (SECTION_SHAPES_27, "Shapes of issue 27: uneven racks, Pareto sizes, a dominant "
+                                   "topic",
+                                   [r for r in shaped if r[0].name in ISSUE_27])):
+        if not group:
+            continue
+        notes = shapes_notes(group)
+        sections.append((section, f"## {title}\n\n{header}\n\nEach cell: kpo / greedy "
                          f"reference (`bench/planner/greedy.py`) / Kafka's placer; all three scored by "
                          f"`kpo.planner.evaluate`; the columns are explained in README.md. Planning seconds depend on "
                          f"the machine's load; the other figures are a function of the input.\n\n"
-                         f"{shapes_table(shaped)}\n\nLoad average at the end of the run: {os.getloadavg()[0]:.1f}.\n"
+                         f"{shapes_table(group)}\n\nLoad average at the end of the run: {os.getloadavg()[0]:.1f}.\n"
                          + (f"\nWhere the band was not reached (kpo's own note; for the greedy, the note "
                             f"`kpo.planner.evaluate` wrote on its assignment):\n\n{notes}\n" if notes else "")))
     for section, text in sections:

@@ -228,6 +228,15 @@ class PlanMetrics(_Document):
     # Whether every broker taking part ends within tolerance of the mean bytes (None: the goal does not balance).
     # When not, ``message`` names the brokers outside and the status is still ok: the plan is the closest found.
     band_reached: bool | None = None
+    # When the band was not reached, how even any valid plan can be over the same brokers (issue 27): the lowest
+    # broker ends at most at ``reachMin`` x mean bytes, the highest at least at ``reachMax`` x mean, whatever the
+    # plan (racks kept, the replicas outside the selection, the largest partition); ``reachMet``: whether this plan
+    # meets that bound at both ends, the only case where ``message`` says that no plan can do better.
+    reach_min: float | None = None
+    reach_max: float | None = None
+    reach_met: bool | None = None
+    # Which plan the job kept: its rounds', or the greedy candidate's where that was better (kpo.planner.candidate).
+    chosen_plan: Literal["rounds", "greedy"] = "rounds"
     balance_before: Balance | None = None
     balance_after: Balance | None = None
     brokers_before: tuple[BrokerLoad, ...] = ()

@@ -173,3 +173,86 @@ def max_over_mean(values: Sequence[float]) -> float:
         return 1.0
     mean = sum(values) / len(values)
     return max(values) / mean if mean > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One side of what no plan can beat, relative to the mean: a value and what sets it."""
+
+    value: float
+    because: str
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How even any valid plan can be, relative to the mean load of the brokers taking part: the lowest broker ends
+    at most at ``lowest`` x mean, the highest at least at ``highest`` x mean. These are bounds, not promises: a plan
+    that meets both is as even as any plan can be at both ends; one that does not may or may not be improvable."""
+
+    lowest: Limit
+    highest: Limit
+
+    def met_by(self, low: float, high: float, tolerance: float) -> bool:
+        """Whether a plan ending at ``low`` .. ``high`` x mean is as close to the band as the bound lets any plan be:
+        each end inside the band or at the bound."""
+        return (low >= min(1 - tolerance, self.lowest.value) - REACH_SLACK
+                and high <= max(1 + tolerance, self.highest.value) + REACH_SLACK)
+
+
+# Relative slack for "meets the bound": the loads are whole bytes and the bound a float, nothing more.
+REACH_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class DomainLimits:
+    """What one placement domain (a rack, or a broker without racks) must and can hold over its eligible brokers:
+    ``floor`` the least any valid plan leaves there (its replicas outside the selection, and the share of every
+    selected partition the racks' even spread requires of it), ``ceiling`` the most (one replica of a partition per
+    rack, or the ceiling share when a partition has more replicas than there are racks)."""
+
+    name: str
+    brokers: int
+    floor: float
+    ceiling: float
+
+
+def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, float], largest: float,
+          *, largest_copies: int = 1, brokers: int = 0) -> Reach:
+    """The bound of :class:`Reach` from what every plan must respect.
+
+    - Some broker of a domain holds at least the domain's average, so the highest broker is at least the largest
+      ``floor / brokers`` of any domain, and the lowest at most the smallest ``ceiling / brokers``.
+    - A partition's replica sits whole on one broker: the highest broker holds at least the largest partition that
+      stays on the brokers taking part (``largest``).
+    - A broker keeps its replicas outside the selection (``fixed``): the highest holds at least the largest of those.
+    - The ``largest_copies`` brokers holding the largest partition hold at least ``largest`` each, so the other
+      ``brokers - largest_copies`` brokers share at most what is left of the total: the lowest is at most that share.
+    - And the lowest is never above the mean, the highest never below it.
+    """
+    if mean <= 0:
+        return Reach(Limit(1.0, "nothing to balance"), Limit(1.0, "nothing to balance"))
+    high = Limit(1.0, "the mean")
+    low = Limit(1.0, "the mean")
+    if largest / mean > high.value:
+        high = Limit(largest / mean, f"the largest partition alone is {largest / mean:.3f} x mean")
+    if brokers > largest_copies >= 1 and largest > mean:
+        rest = (brokers * mean - largest_copies * largest) / (brokers - largest_copies) / mean
+        if rest < low.value:
+            low = Limit(max(0.0, rest), f"the {largest_copies} brokers holding the largest partition leave the "
+                                        f"{brokers - largest_copies} others {max(0.0, rest):.3f} x mean each at most")
+    if fixed:
+        broker, kept = max(fixed.items(), key=lambda item: (item[1], -item[0]))
+        if kept / mean > high.value:
+            high = Limit(kept / mean, f"broker {broker} keeps {kept / mean:.3f} x mean of replicas outside the "
+                                      "selection")
+    for d in domains:
+        if d.brokers <= 0:
+            continue
+        must, can = d.floor / d.brokers / mean, d.ceiling / d.brokers / mean
+        if must > high.value:
+            high = Limit(must, f"{d.name} ({d.brokers} brokers) must hold {must:.3f} x mean per broker (its share of "
+                               "every partition, racks kept)")
+        if can < low.value:
+            low = Limit(can, f"{d.name} ({d.brokers} brokers) can hold at most {can:.3f} x mean per broker (its "
+                             "share of every partition, racks kept)")
+    return Reach(lowest=low, highest=high)

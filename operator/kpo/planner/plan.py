@@ -37,7 +37,7 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planner import leaders, moves, quality, storage
+from kpo.planner import candidate, leaders, moves, quality, storage
 from kpo.planner.cluster import Cluster, PlanError
 from kpo.planner.demote import demote, lead_elsewhere
 from kpo.planner.flow import handovers
@@ -133,6 +133,8 @@ class _Rounds:
         self.stats = moves.broker_stats(state, cluster)
         self.count = 0
         self.last_sent: dict[int, float] = {}
+        # Why the balancing rounds ended, for the note when the band is not reached.
+        self.stopped = "its byte rounds ended"
 
     def recount(self) -> None:
         self.stats = moves.broker_stats(self.state, self.cluster)
@@ -158,12 +160,15 @@ class _Rounds:
             plan = decide_bytes(self.stats, self.cluster, self.request.tolerance, closed=self.closed,
                                 forced_by_domain=forced, broad=broad)
             if plan.idle:
+                self.stopped = "its byte rounds found no quota left to fill"
                 return
             if not self.move(plan):
                 if broad:
+                    self.stopped = "a byte round moved nothing"
                     return
                 # Nothing could go where the quotas pointed: open every broker with room in the band instead.
                 broad = True
+        self.stopped = f"it ran its {limit} byte rounds"
 
     def relief(self, limit: int) -> None:
         """When the byte rounds stop outside the band: lift the brokers below it from any broker above the mean,
@@ -182,7 +187,10 @@ class _Rounds:
             if not relieve.idle:
                 moved += self.move(relieve)
             if not moved and lift.idle:
+                self.stopped = ("its relief rounds found no more replica to move (a replica moves at most once in a "
+                                "plan, to a broker below the band or to its own rack)")
                 return
+        self.stopped = f"it ran its {limit} relief rounds (the limit)"
 
     def counts(self, limit: int) -> int:
         total = 0
@@ -249,6 +257,13 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     if run.counts(MAX_COUNT_ROUNDS):
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
         run.recount()
+    chosen = "rounds"
+    if cluster.balancing and sum(s.replicas for s in initial.values()) <= candidate.MAX_REPLICAS:
+        if _greedy_instead(run, state):
+            chosen = "greedy"
+            run.stopped = ("the plan is the greedy candidate's (closer to the band than the rounds' plan, or as close "
+                           "for fewer bytes), which stops when no single replica move brings a broker closer")
+        log.info("greedy candidate considered, %s plan kept (%.1fs)", chosen, clock() - started)
     if cluster.no_leaders:
         run.state = checkpoint(lead_elsewhere(run.state, cluster.no_leaders))
         run.recount()
@@ -256,9 +271,35 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
         run.leaders(MAX_LEADER_ROUNDS)
     log.info("rounds done (%.1fs)", clock() - started)
     result = measure(run.state, cluster, request, initial=initial, closed=closed, rounds=run.count,
-                     planning_seconds=clock() - started)
-    result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples})
+                     planning_seconds=clock() - started, stopped=run.stopped)
+    result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples,
+                                       "chosen_plan": chosen})
     return PlanResult(state=run.state, cluster=cluster, metrics=result)
+
+
+def _greedy_instead(run: _Rounds, initial: DataFrame) -> bool:
+    """Plan with the greedy candidate from the ``initial`` state and take its plan instead of the rounds' when it is
+    better and keeps every rule (:mod:`kpo.planner.candidate`); whether it did."""
+    cluster, request = run.cluster, run.request
+    greedy = candidate.greedy_plan(initial, cluster, request)
+    ours = candidate.standing({b: float(run.stats[b].bytes) if b in run.stats else 0.0 for b in cluster.eligible},
+                              candidate.bytes_moved(run.state))
+    theirs = candidate.standing(greedy.loads, greedy.bytes_moved)
+    log.info("greedy candidate: %d bytes moved, %.3f to %.3f x mean; rounds: %d bytes, %.3f to %.3f x mean",
+             theirs.bytes_moved, theirs.low, theirs.high, ours.bytes_moved, ours.low, ours.high)
+    if not candidate.better(theirs, ours, request.tolerance):
+        return False
+    proposed = checkpoint(candidate.with_targets(initial, greedy.targets))
+    counted = quality.counters(proposed, cluster, request.replication_factor)
+    if counted["broken"]:
+        log.warning("greedy candidate breaks a hard rule on %d partitions: not taken", counted["broken"])
+        return False
+    if counted["rack_violations_after"] > quality.counters(run.state, cluster)["rack_violations_after"]:
+        log.warning("greedy candidate has more rack violations than the rounds' plan: not taken")
+        return False
+    run.state = proposed
+    run.recount()
+    return True
 
 
 def _demotion(state: DataFrame, cluster: Cluster, request: PlanRequest, started: float,
@@ -280,12 +321,13 @@ def selected_factors(state: DataFrame) -> tuple[int, int]:
 
 
 def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial: Mapping[int | None, BrokerStats],
-            closed: bool, rounds: int, planning_seconds: float, check: bool = True) -> PlanMetrics:
+            closed: bool, rounds: int, planning_seconds: float, check: bool = True, stopped: str = "") -> PlanMetrics:
     """Metrics of the assignment in ``state``; with ``check``, a target that breaks a hard constraint is an error.
 
     ``initial`` are the per-broker sums before any move, for the lower bound. When the band is not reached the bound
     reported is the one for the band the assignment did reach: the least any plan at least as even must move, not
-    the bound of a target nobody met."""
+    the bound of a target nobody met. Then the note says whether the plan meets the bound on how even any plan can be
+    (:func:`kpo.planner.quality.reach_of`), and if not, why the planner stopped (``stopped``)."""
     counted = quality.counters(state, cluster, request.replication_factor)
     if check and counted["broken"]:
         bad = state.filter(quality.broken(cluster, request.replication_factor)).limit(3).collect()
@@ -293,6 +335,10 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
                         + ", ".join(f"{r['topic']}-{r['partition']} {list(r['replicas'])}" for r in bad))
     before, after = quality.broker_loads(state, cluster)
     reached, note = quality.band_report(after, cluster, request.tolerance)
+    bound = None
+    if reached is False:  # the bound costs a pass over the partitions: only where the note needs it
+        bound = quality.reach_of(state, cluster, initial, after)
+        reached, note = quality.band_report(after, cluster, request.tolerance, bound, stopped)
     spread = quality.spread(after, cluster) if reached is False else None
     lower_bound_bytes, lower_bound_replicas = quality.lower_bounds(initial, cluster, request.tolerance, closed=closed,
                                                                    reached=spread)
@@ -306,6 +352,10 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
         replicas_to_move=counted["replicas_to_move"], bytes_to_move=counted["bytes_to_move"],
         leader_changes=counted["leader_changes"], lower_bound_bytes=lower_bound_bytes,
         lower_bound_replicas=lower_bound_replicas, rack_aware=cluster.rack_mode,
+        reach_min=None if bound is None else round(bound.lowest.value, 4),
+        reach_max=None if bound is None else round(bound.highest.value, 4),
+        reach_met=None if bound is None or spread is None
+        else bound.met_by(spread.bytes[0], spread.bytes[1], request.tolerance),
         rack_violations_before=counted["rack_violations_before"],
         rack_violations_after=counted["rack_violations_after"],
         replicas_left_on_removed_brokers=counted["replicas_left_on_removed_brokers"],

@@ -14,9 +14,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import Balance, BrokerLoad
-from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, max_over_mean, widened
+from kpo.planner.balance import (
+    Band,
+    BrokerTotals,
+    DomainLimits,
+    Reach,
+    band,
+    lower_bound,
+    max_over_mean,
+    reach,
+    widened,
+)
 from kpo.planner.cluster import Cluster
 from kpo.planner.exprs import int_array, table
+from kpo.planner.exprs import members as id_set
 from kpo.planner.rounds import BrokerStats
 
 
@@ -50,8 +61,12 @@ def balance(loads: tuple[BrokerLoad, ...], cluster: Cluster) -> Balance:
                    bytes_min=round(min(sizes) / mean, 4) if mean else 1.0)
 
 
-def band_report(loads: tuple[BrokerLoad, ...], cluster: Cluster, tolerance: float) -> tuple[bool | None, str]:
-    """Whether the brokers taking part end within ``tolerance`` of their mean bytes, and if not, which do not."""
+def band_report(loads: tuple[BrokerLoad, ...], cluster: Cluster, tolerance: float, bound: Reach | None = None,
+                stopped: str = "") -> tuple[bool | None, str]:
+    """Whether the brokers taking part end within ``tolerance`` of their mean bytes, and if not, which do not and
+    what can be said of it: that no plan does better, only when ``bound`` (:func:`reach_of`) shows it; otherwise how
+    far the plan is from the bound and why it stopped (``stopped``, from the planner; empty for an assignment scored
+    as given)."""
     if not cluster.balancing:
         return None, ""
     taking_part = [b for b in loads if b.broker in cluster.eligible]
@@ -64,8 +79,79 @@ def band_report(loads: tuple[BrokerLoad, ...], cluster: Cluster, tolerance: floa
         return True, ""
     shown = ", ".join(f"broker {b.broker} at {b.bytes / mean:.2f} x mean" for b in outside[:5])
     more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
-    return False, (f"the band of +-{tolerance:.0%} around the mean bytes was not reached: {shown}{more}; this is the "
-                   f"closest plan the rounds found (the replica sizes or the fixed replicas allow no better)")
+    head = f"the band of +-{tolerance:.0%} around the mean bytes was not reached: {shown}{more}"
+    if bound is None:
+        return False, f"{head}; no bound on what a plan can reach was computed, so a better plan may exist"
+    low = min(b.bytes for b in taking_part) / mean
+    high = max(b.bytes for b in taking_part) / mean
+    if bound.met_by(low, high, tolerance):
+        return False, f"{head}; no plan can do better: {_proof(bound, tolerance)}"
+    gaps = []
+    if low < min(1 - tolerance, bound.lowest.value) - 1e-6:
+        best = min(1 - tolerance, bound.lowest.value)
+        gaps.append(f"the lowest broker is at {low:.3f} x mean where the bound allows {best:.3f}")
+    if high > max(1 + tolerance, bound.highest.value) + 1e-6:
+        best = max(1 + tolerance, bound.highest.value)
+        gaps.append(f"the highest is at {high:.3f} x mean where the bound allows {best:.3f}")
+    why = f"; the planner stopped because {stopped}" if stopped else ""
+    return False, f"{head}; a better plan may exist: {' and '.join(gaps)} ({_limits(bound)}){why}"
+
+
+def _proof(bound: Reach, tolerance: float) -> str:
+    """The sides of the bound that keep the band out of reach, as the plan meets them."""
+    parts = []
+    if bound.highest.value > 1 + tolerance:
+        parts.append(f"no broker can end below {bound.highest.value:.3f} x mean at the top ({bound.highest.because})")
+    if bound.lowest.value < 1 - tolerance:
+        parts.append(f"none above {bound.lowest.value:.3f} x mean at the bottom ({bound.lowest.because})")
+    return "; ".join(parts) + "; this plan reaches that bound"
+
+
+def _limits(bound: Reach) -> str:
+    return (f"bound: lowest at most {bound.lowest.value:.3f} x mean, {bound.lowest.because}; highest at least "
+            f"{bound.highest.value:.3f} x mean, {bound.highest.because}")
+
+
+def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, BrokerStats],
+             after: tuple[BrokerLoad, ...]) -> Reach:
+    """The bound of :func:`kpo.planner.balance.reach` for this state (``initial``: the per-broker sums before any
+    move, for each broker's bytes outside the selection; ``after``: the loads, for the mean). One pass over the
+    partitions sums the selected partitions' bytes by replication factor and by the domains of their replicas kept on
+    brokers that take no part and are not removed (such a replica holds part of its rack's share, which the rack's
+    eligible brokers then need not hold), and finds the largest selected partition that stays on the brokers taking
+    part."""
+    fixed = {b: float(s.bytes - s.movable_bytes - s.forced_bytes) for b, s in initial.items()
+             if b is not None and b in cluster.eligible}
+    taking_part = [b.bytes for b in after if b.broker in cluster.eligible]
+    mean = sum(taking_part) / len(taking_part) if taking_part else 0.0
+    eligible = id_set(cluster.eligible)
+    removed = id_set(cluster.removed)
+    domain = table(cluster.domain_of, "int")
+    kept = F.filter("original", lambda b: b.isNotNull() & ~eligible.has(b) & ~removed.has(b))
+    rows = (state.filter("selected")
+            .groupBy(F.size("replicas").alias("rf"), F.array_sort(F.transform(kept, lambda b: domain[b])).alias("kept"))
+            .agg(F.sum("size").alias("bytes"),
+                 F.max(F.when(F.exists("replicas", eligible.has), F.col("size"))).alias("largest"))
+            .collect())
+    domains = cluster.domains
+    spread = len(domains)
+    names = sorted({r for r in cluster.racks.values() if r is not None})
+    floor = {d: sum(fixed.get(b, 0.0) for b in bs) for d, bs in domains.items()}
+    ceiling = dict(floor)
+    largest, copies = 0.0, 1
+    for r in rows:
+        rf, size = int(r["rf"]), float(r["bytes"] or 0)
+        held = list(r["kept"] or [])
+        if float(r["largest"] or 0) > largest:
+            largest, copies = float(r["largest"]), max(1, rf - len(held))
+        for d, bs in domains.items():
+            # A replica kept on a broker of this domain that takes no part holds part of the domain's share.
+            elsewhere = held.count(d)
+            ceiling[d] += size * max(0, min(-(-rf // spread), len(bs)) - elsewhere)
+            floor[d] += size * max(0, min(rf // spread, len(bs)) - elsewhere)
+    limits = [DomainLimits(name=f"rack {names[d]}" if cluster.rack_mode else f"broker {d}", brokers=len(bs),
+                           floor=floor[d], ceiling=ceiling[d]) for d, bs in domains.items()]
+    return reach(mean, limits, fixed, largest, largest_copies=copies, brokers=len(cluster.eligible))
 
 
 def _crowded(column: str, cluster: Cluster, *, after: bool) -> Column:
