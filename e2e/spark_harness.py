@@ -36,11 +36,10 @@ real operator it comes from; the code here is written from those facts, not copi
   RESUMING -> submitted again. Not walked: PENDING_RERUN and INVALIDATING (reruns, only with restartPolicy OnFailure
   or Always, which kpo never writes).
 
-Test-bed facts, not rules of the operator, and kept out of the SparkApplication: the harness runs on the host, so its
-``--master`` is the API server's loopback address (the real one reads KUBERNETES_SERVICE_HOST/PORT in its pod); the
-driver's pod template (the real operator's pod webhook also makes the driver owned by the application) maps
-``kubernetes.default.svc`` to the "kubernetes" Service's address while the bed has no cluster DNS. Executors reach the
-driver at its pod IP (the planner image's entry point advertises it).
+One test-bed fact, not a rule of the operator, kept out of the SparkApplication: the harness runs on the host, so its
+``--master`` is the API server's loopback address (the real one reads KUBERNETES_SERVICE_HOST/PORT in its pod). The
+driver finds the API server at ``kubernetes.default.svc`` through the bed's cluster DNS (CoreDNS, testbed/node), as
+in a cluster. Executors reach the driver at its pod IP (the planner image's entry point advertises it).
 """
 
 from __future__ import annotations
@@ -69,7 +68,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kpo.planner.runner import pyspark_home
-from kpo_testbed.kube import KUBERNETES_SERVICE_IP
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 CRD_FILE = Path(__file__).resolve().parent / "sparkoperator" / "sparkapplication-crd.yaml"
@@ -236,14 +234,13 @@ def submit_argv(app: dict[str, Any], master: str, driver_template: Path, submiss
 
 
 def driver_template(app: dict[str, Any]) -> dict[str, Any]:
-    """The driver's pod template: owned by the SparkApplication (the real pod webhook's addOwnerReference), and
-    the test bed's stand-in for cluster DNS (kubernetes.default.svc, the driver's default API server address)."""
+    """The driver's pod template: owned by the SparkApplication, as the real operator's pod webhook makes it
+    (internal/webhook/sparkpod_defaulter.go, addOwnerReference)."""
     meta = app["metadata"]
     owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SparkApplication", "name": meta["name"],
              "uid": meta["uid"], "controller": True}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"ownerReferences": [owner]},
-            "spec": {"hostAliases": [{"ip": KUBERNETES_SERVICE_IP, "hostnames": ["kubernetes.default.svc"]}],
-                     "containers": [{"name": DRIVER_CONTAINER}]}}
+            "spec": {"containers": [{"name": DRIVER_CONTAINER}]}}
 
 
 # ------------------------------------------------------------------------------------------------ the webhook
