@@ -34,6 +34,7 @@ KPR = "PartitionReassignment"
 SPARK_NAMESPACES = f"e2es-{SESSION}-*"
 SHARED_NAMESPACES = f"e2ex-{SESSION}-*"
 TIMEOUT_NAMESPACES = f"e2et-{SESSION}-*"
+REFUSED_NAMESPACES = f"e2er-{SESSION}-*"
 FAILING_NAMESPACES = f"e2ef-{SESSION}-*"
 IMAGE_JOB_FILE = "local:///opt/kpo/planner-job.py"
 # The stand-in's --namespace-selector: it acts only in namespaces labelled so (and its webhook only there).
@@ -88,7 +89,7 @@ def spark_operator(spark_harness: SparkOperatorHarness, kpo_crds: None, kubeconf
     operator.stop()
 
 
-def _spark_planner(node_images: NodeImages, work: Path, **settings: object) -> dict[str, object]:
+def _spark_planner(node_images: NodeImages, work: Path, **settings: object) -> dict[str, Any]:
     return {"backend": "sparkApplication", "workDir": str(work),
             "sparkApplication": {"image": node_images.planner, "imagePullPolicy": "Never",
                                  "serviceAccount": PLANNER_ACCOUNT, **SPARK_RESOURCES,
@@ -110,6 +111,20 @@ def shared_spark_operator(spark_harness: SparkOperatorHarness, kpo_crds: None, k
     tmp = tmp_path_factory.mktemp("shared-spark-operator")
     operator = _operator(tmp, kubeconfig, bootstrap_servers, SHARED_NAMESPACES,
                          _spark_planner(node_images, spark_work_dir, namespace=shared_namespace), umask=0)
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+@pytest.fixture(scope="module")
+def refused_operator(spark_harness: SparkOperatorHarness, kpo_crds: None, kubeconfig: Path, bootstrap_servers: str,
+                     node_images: NodeImages, spark_work_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                     ) -> Iterator[OperatorProcess]:
+    """sparkConf names another namespace: the Spark Operator's webhook refuses every application."""
+    tmp = tmp_path_factory.mktemp("refused-operator")
+    planner = _spark_planner(node_images, spark_work_dir)
+    planner["sparkApplication"]["sparkConf"]["spark.kubernetes.namespace"] = "elsewhere"
+    operator = _operator(tmp, kubeconfig, bootstrap_servers, REFUSED_NAMESPACES, planner, umask=0)
     operator.start()
     yield operator
     operator.stop()
@@ -278,7 +293,8 @@ def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient,
         _spread_topic(kafka_admin, bootstrap_servers, topic_name)
         resources.create(KPR, "drain.dot", {"plan": {"goal": "RemoveBrokers", "brokers": [3],
                                                      "topics": [topic_name]}})
-        proposed = resources.wait_phase(KPR, "drain.dot", {"Proposed", "Failed", "Invalid"}, timeout=300)
+        # Five minutes were seen on the bed's two cores shared with other work (spark-submit, driver, executors).
+        proposed = resources.wait_phase(KPR, "drain.dot", {"Proposed", "Failed", "Invalid"}, timeout=600)
         assert proposed["phase"] == "Proposed", proposed
         generation = resources.get(KPR, "drain.dot")["metadata"]["generation"]
         planned = spark_work_dir / resources.namespace / "drain.dot" / str(generation)
@@ -286,7 +302,7 @@ def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient,
         assert local.ok, local.message
         assert (planned / "output" / PLAN_FILE).read_bytes() == (tmp_path / "local" / PLAN_FILE).read_bytes()
         resources.patch_spec(KPR, "drain.dot", {"approval": {"proposalId": proposed["proposal"]["id"]}})
-        status = resources.wait_phase(KPR, "drain.dot", {"Succeeded", "Failed", "Invalid"}, timeout=300)
+        status = resources.wait_phase(KPR, "drain.dot", {"Succeeded", "Failed", "Invalid"}, timeout=600)
         assert status["phase"] == "Succeeded", status
         assert _on_broker(kafka_admin, topic_name, 3) == []
         custom = client.CustomObjectsApi(api_client)
@@ -321,6 +337,9 @@ def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient,
                                                                     PLURAL)["items"], 60, "the application's deletion")
 
 
+# Two Spark runs one after the other: 596 s were measured on the bed's two busy cores, past the suite's 600 s default
+# once the operator's teardown is counted.
+@pytest.mark.timeout(1200)
 def test_spark_applications_in_a_shared_namespace(api_client: client.ApiClient,
                                                   shared_spark_operator: OperatorProcess,
                                                   spark_harness: SparkOperatorHarness, shared_namespace: str,
@@ -338,10 +357,10 @@ def test_spark_applications_in_a_shared_namespace(api_client: client.ApiClient,
     _spread_topic(kafka_admin, bootstrap_servers, topic_name)
     with _namespace(api_client, "e2ex") as first, _namespace(api_client, "e2ex") as second:
         spec = {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]}}
-        # Both at once: their applications run side by side (one after the other took twice as long on 2 cores).
-        first.create(KPR, "drain", spec)
-        second.create(KPR, "drain", spec)
+        # One after the other: two spark-submits at once on the bed's two busy cores timed out reaching the API
+        # server (a SUBMISSION_FAILED that kpo reported as it should, but not what this test is about).
         for resources in (first, second):
+            resources.create(KPR, "drain", spec)
             proposed = resources.wait_phase(KPR, "drain", {"Proposed", "Failed", "Invalid"}, timeout=600)
             assert proposed["phase"] == "Proposed", proposed
         by_namespace: dict[str, dict[str, Any]] = {
@@ -366,6 +385,24 @@ def test_spark_applications_in_a_shared_namespace(api_client: client.ApiClient,
                                                      "partitionreassignments", "drain")
         wait_until(lambda: [a["metadata"]["name"] for a in apps()] == [names[second.namespace]], 60,
                    "the first resource's application deleted by kpo's finalizer, the second's kept")
+
+
+def test_a_refused_spark_application_fails_the_plan_with_the_refusal(api_client: client.ApiClient,
+                                                                     refused_operator: OperatorProcess,
+                                                                     kafka_admin: AdminClient, bootstrap_servers: str,
+                                                                     topic_name: str) -> None:
+    """The webhook's 403 ends the plan (Failed, with the webhook's words) instead of a retry for ever."""
+    with _namespace(api_client, "e2er", spark=True) as resources:
+        _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+        resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3], "topics": [topic_name]}})
+        status = resources.wait_phase(KPR, "drain", {"Failed", "Proposed", "Succeeded"}, timeout=120)
+        assert status["phase"] == "Failed", status
+        ready = resources.condition(KPR, "drain", "Ready")
+        assert ready is not None and ready["reason"] == "PlanningFailed"
+        assert "was refused" in ready["message"] and "denied the request" in ready["message"], ready["message"]
+        assert 'sparkConf key "spark.kubernetes.namespace" is not allowed' in ready["message"], ready["message"]
+        assert client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+            GROUP, VERSION, resources.namespace, PLURAL)["items"] == []
 
 
 def test_a_spark_application_that_never_finishes_times_out(api_client: client.ApiClient,
