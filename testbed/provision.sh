@@ -171,7 +171,7 @@ provision_coredns() {
   sed -e "s/@COREDNS_VERSION@/v$COREDNS_VERSION/g" "$here/go/coredns/go.mod.in" > "$work/go.mod"
   cp "$here/go/coredns/main.go" "$work/"
   [ -f "$here/go/coredns/go.sum" ] && cp "$here/go/coredns/go.sum" "$work/"
-  log "building CoreDNS v$COREDNS_VERSION (first time: about 4 minutes on two busy cores)"
+  log "building CoreDNS v$COREDNS_VERSION (first time: about 3.6 CPU-minutes, 2-14 minutes depending on load)"
   (cd "$work" && go mod tidy >/dev/null) || die "could not resolve github.com/coredns/coredns v$COREDNS_VERSION: $go_registry_hint"
   (cd "$work" && go build -trimpath -ldflags "-s -w" -o bin/coredns .) \
     || die "go build github.com/coredns/coredns v$COREDNS_VERSION failed (see above)"
