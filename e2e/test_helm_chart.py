@@ -42,7 +42,9 @@ FULL_VALUES: dict[str, Any] = {
             },
         },
     },
-    "planner": {"backend": "sparkApplication", "sparkApplication": {"namespace": "spark-jobs"},
+    "planner": {"backend": "sparkApplication",
+                "sparkApplication": {"namespace": "spark-jobs", "timeoutSeconds": 900,
+                                     "driver": {"coreRequest": "500m"}},
                 "workDir": "/var/lib/kpo/plans", "workVolume": {"persistentVolumeClaim": {"claimName": "kpo-plans"}}},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
     "operator": {"verbose": True, "pollIntervalSeconds": 5},
@@ -77,6 +79,10 @@ def test_template_renders_the_operator_config_the_operator_accepts(testbed: Test
     planner = yaml.safe_load(config_map["data"]["planner.yaml"])
     assert planner["backend"] == "sparkApplication"
     assert planner["sparkApplication"]["namespace"] == "spark-jobs"
+    assert planner["sparkApplication"]["timeoutSeconds"] == 900
+    assert planner["sparkApplication"]["driver"]["coreRequest"] == "500m"
+    accepted = PlannerConfig.model_validate(planner).spark_application
+    assert accepted.timeout_seconds == 900 and accepted.driver.core_request == "500m"
     assert planner["sparkApplication"]["mainApplicationFile"] == "local:///opt/kpo/planner-job.py"
     assert PlannerConfig.model_validate(planner).work_dir == "/var/lib/kpo/plans"
     auto = operator_config.auto_propose.clusters["main"]
@@ -145,6 +151,10 @@ def test_default_values_grant_no_secret_and_no_spark(testbed: Testbed, tmp_path:
     ({"leaderElection": {"enabled": True, "leaseTime": 5}}, "'leaseTime' not allowed"),
     ({"autoPropose": {"clusters": {"default": {"namespace": "ops", "approval": "Sometimes"}}}},
      "/autoPropose/clusters/default/approval"),
+    # The Spark Operator's webhook would refuse every SparkApplication with it (sparkconf_validator.go).
+    ({"planner": {"sparkApplication": {"sparkConf": {"spark.kubernetes.driver.master": "https://10.0.0.1"}}}},
+     "/planner/sparkApplication/sparkConf"),
+    ({"planner": {"sparkApplication": {"timeoutSeconds": 0}}}, "/planner/sparkApplication/timeoutSeconds"),
 ])
 def test_the_schema_rejects_wrong_values_naming_them(testbed: Testbed, tmp_path: Path, values: dict[str, Any],
                                                      named: str) -> None:

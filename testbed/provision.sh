@@ -3,9 +3,9 @@
 # kube-controller-manager, kubectl and helm (Go module proxy). Everything lands in a cache outside the repository,
 # keyed by version, so a second run only checks that the binaries are there.
 #
-#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|node]
+#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|node|coredns]
 #
-# `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `all` adds `node`: containerd, kubelet and kube-scheduler, the pause image, a Debian base image and kpo's
+# `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
 # operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
@@ -30,6 +30,7 @@ log() { echo "provision: $*" >&2; }
 k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
+coredns_dir=$cache/coredns-$COREDNS_VERSION
 
 go_registry_hint="the Go module proxy must be reachable (GOPROXY=$(go env GOPROXY 2>/dev/null || echo unset)); check the network or set GOPROXY"
 
@@ -161,6 +162,23 @@ provision_node_bins() {
   build_k8s node "$node_dir/bin" kubelet kube-scheduler
 }
 
+# CoreDNS, the node's cluster DNS: a wrapper module (testbed/go/coredns) with only the plugins the bed's Corefile
+# uses, so the cloud plugins' SDKs are neither downloaded nor compiled.
+provision_coredns() {
+  [ -x "$coredns_dir/bin/coredns" ] && return 0
+  need go "install Go >= 1.26 and put it on PATH"
+  local work; work=$(mktemp -d "$cache/coredns-build.XXXX")
+  sed -e "s/@COREDNS_VERSION@/v$COREDNS_VERSION/g" "$here/go/coredns/go.mod.in" > "$work/go.mod"
+  cp "$here/go/coredns/main.go" "$work/"
+  [ -f "$here/go/coredns/go.sum" ] && cp "$here/go/coredns/go.sum" "$work/"
+  log "building CoreDNS v$COREDNS_VERSION (first time: about 3.6 CPU-minutes, 2-14 minutes depending on load)"
+  (cd "$work" && go mod tidy >/dev/null) || die "could not resolve github.com/coredns/coredns v$COREDNS_VERSION: $go_registry_hint"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o bin/coredns .) \
+    || die "go build github.com/coredns/coredns v$COREDNS_VERSION failed (see above)"
+  cp "$work/go.sum" "$here/go/coredns/go.sum" 2>/dev/null || true
+  mkdir -p "$coredns_dir" && rm -rf "$coredns_dir/bin" && mv "$work/bin" "$coredns_dir/bin" && rm -rf "$work"
+}
+
 image_archive() {  # name tag -> the OCI archive containerd imports
   echo "$images_dir/$1-$2.oci.tar"
 }
@@ -248,9 +266,10 @@ case "$what" in
   etcd) provision_etcd ;;
   helm) provision_helm ;;
   base) provision_kafkas; provision_etcd; provision_helm; provision_k8s ;;
+  coredns) provision_coredns ;;
   all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_node_packages; provision_node_bins
-       provision_images ;;
-  node) provision_node_packages; provision_node_bins; provision_images ;;
-  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, node)" ;;
+       provision_coredns; provision_images ;;
+  node) provision_node_packages; provision_node_bins; provision_coredns; provision_images ;;
+  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, node, coredns)" ;;
 esac
 echo "$cache"

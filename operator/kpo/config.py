@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from kpo.api.partition_reassignment import PartitionReassignmentSpec
 from kpo.domain.lease import LeaseTiming
+from kpo.domain.spark_application import NAMESPACE_CONF, spark_conf_refusal
 
 DEFAULT_CLUSTER = "default"
 
@@ -172,6 +173,8 @@ class ResourcesSpec(_Model):
     cores: int = Field(default=1, ge=1)
     memory: str = "1g"
     instances: int = Field(default=1, ge=1)
+    # The pod's CPU request (spark.kubernetes.{driver,executor}.request.cores, e.g. "100m"); default: ``cores``.
+    core_request: str | None = None
 
 
 class SparkApplicationSettings(_Model):
@@ -186,6 +189,16 @@ class SparkApplicationSettings(_Model):
     driver: ResourcesSpec = ResourcesSpec()
     executor: ResourcesSpec = ResourcesSpec(instances=2, memory="2g")
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    # A plan whose SparkApplication has not finished after this long fails (and the application is deleted), as the
+    # local backend's job does: a state the Spark Operator never leaves must not keep a resource Planning for ever.
+    timeout_seconds: float = Field(default=1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _no_conf_the_spark_operator_manages(self) -> Self:
+        # Refused here, at start-up, rather than by the Spark Operator's webhook at every plan.
+        if refusal := spark_conf_refusal({k: v for k, v in self.spark_conf.items() if k != NAMESPACE_CONF}, ""):
+            raise ValueError(f"planner.sparkApplication.{refusal}")
+        return self
 
 
 class LocalPlannerSettings(_Model):

@@ -11,6 +11,9 @@ and started again, a finished one is read from its output.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import json
+import logging
 import shutil
 import threading
 from collections.abc import Iterable, Mapping
@@ -18,15 +21,31 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from kpo.config import PlannerConfig
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.domain.plan_contract import BrokerInfo, ContractError, PartitionRecord, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
+from kpo.domain.spark_application import Progress, application_name, bounded_message, read_state
 from kpo.k8s import sparkapp
 from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner, RunningJob
 from kpo.planner.workdir import read_output, write_input
+
+log = logging.getLogger(__name__)
+
+#: The API server's (and admission webhooks') answers to a SparkApplication that will not be accepted as it is.
+_REFUSED = frozenset({400, 403, 422})
+
+
+def _api_message(exc: ApiException) -> str:
+    """The message of a refusal: the Status body's ``message``, else the exception's reason."""
+    try:
+        said = json.loads(exc.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        said = None
+    return str(said or exc.reason or exc)
 
 
 class PlanningJobs:
@@ -38,6 +57,8 @@ class PlanningJobs:
             master=local.master, driver_memory=local.driver_memory, timeout_seconds=local.timeout_seconds,
             conf=dict(local.spark_conf)))
         self._running: dict[tuple[str, int], RunningJob] = {}
+        # SparkApplications the API server refused, by (uid, generation): poll reports the refusal once.
+        self._refused: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------------ paths
@@ -65,11 +86,25 @@ class PlanningJobs:
             return
         settings = self.config.spark_application
         namespace = settings.namespace or meta["namespace"]
-        attempt = self.apps.count(namespace, meta["name"], generation) + 1
-        app_name = f"{meta['name']}-plan-{generation}-{attempt}"[:63].rstrip("-")
-        self.apps.create(sparkapp.manifest(settings, name=app_name, namespace=namespace, owner=body,
-                                           input_uri=str(base / "input"), output_uri=str(base / "output"),
-                                           generation=generation))
+        attempt = self.apps.count(namespace, meta["uid"], generation) + 1
+        app_name = application_name(namespace=meta["namespace"], name=meta["name"], app_namespace=namespace,
+                                    generation=generation, attempt=attempt)
+        body_of_app = sparkapp.manifest(settings, name=app_name, namespace=namespace, owner=body,
+                                        input_uri=str(base / "input"), output_uri=str(base / "output"),
+                                        generation=generation)
+        try:
+            self.apps.create(body_of_app)
+        except ApiException as exc:
+            if exc.status not in _REFUSED:
+                raise
+            # Refused by the API server or the Spark Operator's admission webhook: the same manifest would be refused
+            # again, so the plan fails with the refusal instead of retrying for ever.
+            said = _api_message(exc)
+            log.warning("%s/%s: SparkApplication %s/%s refused: %s", meta["namespace"], meta["name"], namespace,
+                        app_name, said)
+            with self._lock:
+                self._refused[(meta["uid"], generation)] = \
+                    f"SparkApplication {namespace}/{app_name} was refused: {bounded_message(said)}"
 
     # ------------------------------------------------------------------------------------------------- poll
 
@@ -88,23 +123,45 @@ class PlanningJobs:
                     self._running.pop((meta["uid"], generation), None)
                 if not outcome.ok:
                     # The runner's account: the job's own message, or how it died before it could write one.
-                    return Job(JobStatus.FAILED, outcome.message)
+                    if outcome.message != bounded_message(outcome.message):
+                        log.warning("%s/%s: the planning job failed:\n%s", meta["namespace"], meta["name"],
+                                    outcome.message)
+                    return Job(JobStatus.FAILED, bounded_message(outcome.message))
             return self._read(base, generation, default=Job(JobStatus.NONE))
+        with self._lock:
+            refused = self._refused.pop((meta["uid"], generation), None)
+        if refused is not None:
+            return Job(JobStatus.FAILED, refused)
+        return self._poll_application(meta, base, generation)
+
+    def _poll_application(self, meta: Mapping[str, Any], base: Path, generation: int) -> Job:
         settings = self.config.spark_application
-        app = self.apps.latest(settings.namespace or meta["namespace"], meta["name"], generation)
+        namespace = settings.namespace or meta["namespace"]
+        app = self.apps.latest(namespace, meta["uid"], generation)
         if app is None:
             return Job(JobStatus.NONE)
-        state = ((app.get("status") or {}).get("applicationState") or {})
-        phase = str(state.get("state") or "")
-        if phase in ("", "NEW", "SUBMITTED", "RUNNING", "PENDING_RERUN", "SUCCEEDING", "FAILING", "INVALIDATING"):
-            return Job(JobStatus.RUNNING, f"SparkApplication {app['metadata']['name']}: {phase or 'NEW'}")
-        if phase == "COMPLETED":
+        name = f"SparkApplication {namespace}/{app['metadata']['name']}"
+        state = (app.get("status") or {}).get("applicationState") or {}
+        error = str(state.get("errorMessage") or "")
+        created = dt.datetime.fromisoformat(str(app["metadata"]["creationTimestamp"]).replace("Z", "+00:00"))
+        reading = read_state(str(state.get("state") or ""), error, timeout_seconds=settings.timeout_seconds,
+                             age_seconds=(dt.datetime.now(dt.UTC) - created).total_seconds())
+        if reading.progress is Progress.WAITING:
+            return Job(JobStatus.RUNNING, f"{name}: {reading.message}")
+        if reading.progress is Progress.TIMED_OUT:
+            # Its pods would go on holding the node's resources for a plan nobody waits for.
+            log.warning("%s/%s: %s %s; deleting it", meta["namespace"], meta["name"], name, reading.message)
+            self.apps.delete(namespace, app["metadata"]["name"])
+            return Job(JobStatus.FAILED, f"{name} {reading.message}")
+        if reading.progress is Progress.COMPLETED:
             return self._read(base, generation, default=Job(
-                JobStatus.FAILED, f"SparkApplication {app['metadata']['name']} completed without writing a plan"))
-        error = state.get("errorMessage") or "no errorMessage"
+                JobStatus.FAILED, f"{name} completed without writing a plan"))
         job_said = self._read(base, generation, default=Job(JobStatus.FAILED, ""))
-        message = job_said.message if job_said.status is JobStatus.FAILED and job_said.message else str(error)
-        return Job(JobStatus.FAILED, f"SparkApplication {app['metadata']['name']} {phase}: {message}")
+        if error:
+            log.warning("%s/%s: %s failed; its errorMessage:\n%s", meta["namespace"], meta["name"], name, error)
+        if job_said.status is JobStatus.FAILED and job_said.message:
+            return Job(JobStatus.FAILED, f"{name} {state.get('state')}: {job_said.message}")
+        return Job(JobStatus.FAILED, f"{name} {bounded_message(reading.message)}")
 
     def _read(self, base: Path, generation: int, *, default: Job) -> Job:
         try:
@@ -114,7 +171,10 @@ class PlanningJobs:
         if output.metrics is None:
             return default
         if not output.metrics.ok or output.plan is None:
-            return Job(JobStatus.FAILED, output.metrics.message or "the planning job failed")
+            said = output.metrics.message or "the planning job failed"
+            if said != bounded_message(said):
+                log.warning("the planning job in %s failed:\n%s", base, said)
+            return Job(JobStatus.FAILED, bounded_message(said))
         plan = output.plan
         basis = self._basis(base, plan.targets().keys())
         proposal = Proposal(id=plan.digest()[:12], generation=generation, targets=plan.targets(), basis=basis)
@@ -137,12 +197,19 @@ class PlanningJobs:
     # ---------------------------------------------------------------------------------------------- cleanup
 
     def cleanup(self, body: Mapping[str, Any]) -> None:
-        """Stop any local job of the resource and remove its directories (the storage contract goes with the CR)."""
+        """Stop any local job of the resource, delete its SparkApplications (kpo's finalizer does it: an
+        ownerReference cannot reach across namespaces) and remove its directories (the storage contract goes with
+        the CR)."""
         meta = body["metadata"]
         with self._lock:
             jobs = [k for k in self._running if k[0] == meta["uid"]]
             running = [self._running.pop(k) for k in jobs]
         for job in running:
             job.cancel()
+        if self.config.backend != "local":
+            namespace = self.config.spark_application.namespace or meta["namespace"]
+            if deleted := self.apps.delete_all(namespace, meta["uid"]):
+                log.info("%s/%s: deleted SparkApplication(s) %s in %s", meta["namespace"], meta["name"], deleted,
+                         namespace)
         with contextlib.suppress(OSError):
             shutil.rmtree(self.root(meta["namespace"], meta["name"]))

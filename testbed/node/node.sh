@@ -9,7 +9,8 @@
 # Debian's runc, containernetworking-plugins and iptables. The kubelet authenticates with a client certificate signed
 # by the test bed's CA (CN system:node:kpo-node, O system:nodes); RBAC binds the built-in system:node role to it (the
 # Node authorizer is not on). Pods live on a bridge (kpobr0, 10.244.78.0/24) and reach the API server and Kafka through
-# the node's address, forwarded to loopback (forward, below): no pod needs the host network.
+# the node's address, forwarded to loopback (forward, below): no pod needs the host network. CoreDNS is the cluster
+# DNS: pods resolve kubernetes.default.svc and every Service by name, as in a real cluster.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -24,6 +25,11 @@ NODE=kpo-node
 # The node's address: the pod bridge's gateway (kubelet refuses a loopback node IP); made before the first pod is.
 NODE_IP=10.244.78.1
 KUBERNETES_SERVICE_IP=10.0.0.1  # the first address of the API server's --service-cluster-ip-range
+# Cluster DNS: the kube-dns Service's address (reserved below, as kubeadm does) is what the kubelet writes into pods'
+# resolv.conf; CoreDNS listens on loopback and DNS to that address is forwarded there (forward, below).
+DNS_SERVICE_IP=10.0.0.10
+DNS_PORT=10053
+coredns=$cache/coredns-$COREDNS_VERSION/bin/coredns
 sock=$d/containerd/containerd.sock
 kubectl=$cache/kubernetes-$KUBERNETES_VERSION/bin/kubectl
 K() { "$kubectl" --kubeconfig "$bed/data/kube/admin.kubeconfig" "$@"; }
@@ -56,7 +62,21 @@ write_config() {
   {"type": "loopback"}]}
 EOF
   sed -e "s#@NODE_DIR@#$d#g" -e "s#@NODE_IP@#$NODE_IP#g" -e "s#@CA_FILE@#$pki/ca.crt#g" \
-    "$here/kubelet.yaml.in" > "$d/kubelet.yaml"
+    -e "s#@DNS_SERVICE_IP@#$DNS_SERVICE_IP#g" "$here/kubelet.yaml.in" > "$d/kubelet.yaml"
+  # Service and pod names of cluster.local from the API server; other names from the host's resolver.
+  cat > "$d/Corefile" <<EOF
+.:$DNS_PORT {
+  bind 127.0.0.1
+  errors
+  cache 30
+  kubernetes cluster.local in-addr.arpa ip6.arpa {
+    kubeconfig $bed/data/kube/admin.kubeconfig
+    pods insecure
+    fallthrough in-addr.arpa ip6.arpa
+  }
+  forward . /etc/resolv.conf
+}
+EOF
   if [ ! -f "$d/pki/kubelet.crt" ]; then
     (cd "$d/pki" && openssl req -newkey rsa:2048 -nodes -keyout kubelet.key -out kubelet.csr \
         -subj "/O=system:nodes/CN=system:node:$NODE" >/dev/null 2>&1 \
@@ -84,6 +104,8 @@ forward() {  # add|del
   local port; port=$(K config view -o jsonpath='{.clusters[0].cluster.server}'); port=${port##*:}
   local rules=(
     "-i kpobr0 -p tcp -d $KUBERNETES_SERVICE_IP --dport 443 -j DNAT --to-destination 127.0.0.1:$port"
+    "-i kpobr0 -p udp -d $DNS_SERVICE_IP --dport 53 -j DNAT --to-destination 127.0.0.1:$DNS_PORT"
+    "-i kpobr0 -p tcp -d $DNS_SERVICE_IP --dport 53 -j DNAT --to-destination 127.0.0.1:$DNS_PORT"
     "-i kpobr0 -p tcp -d $NODE_IP -j DNAT --to-destination 127.0.0.1"
   )
   local rule
@@ -99,6 +121,7 @@ forward() {  # add|del
 
 up() {
   [ -x "$bin/kubelet" ] || die "run testbed/provision.sh node first"
+  [ -x "$coredns" ] || die "CoreDNS is missing: run testbed/provision.sh node (or coredns)"
   [ -x /usr/sbin/runc ] || die "runc is missing (Debian: apt-get install runc)"
   [ -x /usr/lib/cni/bridge ] || die "the CNI plugins are missing (Debian: apt-get install containernetworking-plugins)"
   command -v iptables >/dev/null || die "iptables is missing (Debian: apt-get install iptables)"
@@ -119,6 +142,16 @@ up() {
     "$bin/ctr" --address "$sock" -n k8s.io images import "$archive" >/dev/null
   done
   local kc=$bed/data/kube/admin.kubeconfig
+  # The kube-dns Service holds DNS_SERVICE_IP, so the API server never gives it to another Service.
+  K apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  clusterIP: $DNS_SERVICE_IP
+  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]
+EOF
+  start coredns "$coredns" -conf "$d/Corefile"
   start kube-scheduler "$bin/kube-scheduler" --kubeconfig="$kc" --authentication-kubeconfig="$kc" \
     --authorization-kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0
   local kcm=$cache/kubernetes-$KUBERNETES_VERSION/bin/kube-controller-manager
@@ -140,6 +173,7 @@ down() {
     done
   fi
   stop kubelet
+  stop coredns
   stop kube-controller-manager-workloads
   stop kube-scheduler
   if alive containerd; then

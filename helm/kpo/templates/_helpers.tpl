@@ -147,6 +147,7 @@ sparkApplication:
 {{ toYaml $spark.executor | indent 4 }}
   sparkConf:
 {{ toYaml $spark.sparkConf | indent 4 }}
+  timeoutSeconds: {{ $spark.timeoutSeconds }}
 {{- end }}
 {{- end -}}
 

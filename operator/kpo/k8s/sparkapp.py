@@ -1,9 +1,12 @@
 """SparkApplications (Kubeflow Spark Operator, sparkoperator.k8s.io/v1beta2) for planning jobs at scale.
 
-:func:`manifest` is a pure builder (unit-tested); :class:`SparkApplications` creates, reads and deletes them. A
-SparkApplication is owned by its PartitionReassignment, so deleting the resource garbage-collects it. kpo follows
-``status.applicationState.state`` (SUBMITTED -> RUNNING -> COMPLETED | FAILED, with ``errorMessage``) as the Spark
-Operator reports it, and reads the plan from the storage both sides share.
+:func:`manifest` is a pure builder (unit-tested); :class:`SparkApplications` creates, lists and deletes them. How a
+SparkApplication is named, tied to its PartitionReassignment and read is :mod:`kpo.domain.spark_application`: a
+DNS-1035 name the Spark Operator's webhook accepts, labels with the resource's namespace, uid (and name), and an
+ownerReference only when both live in one namespace (a cross-namespace one makes the garbage collector delete the
+application at once). kpo deletes the applications of a resource itself, from its finalizer (:meth:`delete_all`).
+kpo follows ``status.applicationState`` as the Spark Operator reports it, and reads the plan from the storage both
+sides share.
 """
 
 from __future__ import annotations
@@ -14,26 +17,35 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kpo.config import SparkApplicationSettings
-from kpo.k8s.rollback import owner_reference
+from kpo.config import ResourcesSpec, SparkApplicationSettings
+from kpo.domain.spark_application import owner_annotations, owner_labels, selector
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
-LABEL_OWNER = "kpo.dev/partitionreassignment"
-LABEL_GENERATION = "kpo.dev/generation"
+
+
+def _pod(resources: ResourcesSpec) -> dict[str, Any]:
+    pod: dict[str, Any] = {"cores": resources.cores, "memory": resources.memory}
+    if resources.core_request:
+        pod["coreRequest"] = resources.core_request
+    return pod
 
 
 def manifest(settings: SparkApplicationSettings, *, name: str, namespace: str, owner: Mapping[str, Any],
              input_uri: str, output_uri: str, generation: int) -> dict[str, Any]:
-    """The SparkApplication that runs the planning job on ``input_uri``, writing to ``output_uri``."""
-    ref = owner_reference(owner)
-    labels = {LABEL_OWNER: str(owner["metadata"]["name"]), LABEL_GENERATION: str(generation),
-              "app.kubernetes.io/managed-by": "kpo"}
+    """The SparkApplication ``namespace/name`` that runs the planning job on ``input_uri``, writing to
+    ``output_uri``, for generation ``generation`` of the PartitionReassignment ``owner``."""
+    meta = owner["metadata"]
+    labels = owner_labels(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], generation=generation)
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels,
+                                "annotations": owner_annotations(namespace=meta["namespace"], name=meta["name"])}
+    if namespace == meta["namespace"]:
+        metadata["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                        "name": meta["name"], "uid": meta["uid"], "controller": True,
+                                        "blockOwnerDeletion": True}]
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "SparkApplication",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "ownerReferences": [{"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name,
-                                          "uid": ref.uid, "controller": True, "blockOwnerDeletion": True}]},
+        "metadata": metadata,
         "spec": {
             "type": "Python",
             "pythonVersion": "3",
@@ -45,10 +57,8 @@ def manifest(settings: SparkApplicationSettings, *, name: str, namespace: str, o
             "sparkVersion": settings.spark_version,
             "sparkConf": dict(settings.spark_conf),
             "restartPolicy": {"type": "Never"},
-            "driver": {"cores": settings.driver.cores, "memory": settings.driver.memory,
-                       "serviceAccount": settings.service_account, "labels": labels},
-            "executor": {"cores": settings.executor.cores, "memory": settings.executor.memory,
-                         "instances": settings.executor.instances, "labels": labels},
+            "driver": {**_pod(settings.driver), "serviceAccount": settings.service_account, "labels": labels},
+            "executor": {**_pod(settings.executor), "instances": settings.executor.instances, "labels": labels},
         },
     }
 
@@ -61,21 +71,35 @@ class SparkApplications:
         meta = body["metadata"]
         self.custom.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, dict(body))
 
-    def latest(self, namespace: str, owner: str, generation: int) -> dict[str, Any] | None:
-        selector = f"{LABEL_OWNER}={owner},{LABEL_GENERATION}={generation}"
+    def _list(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         try:
             found = cast(dict[str, Any], self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, label_selector=selector))
+                GROUP, VERSION, namespace, PLURAL, label_selector=label_selector))
         except ApiException as exc:
             if exc.status == 404:
-                return None  # the SparkApplication CRD is not installed
+                return []  # the SparkApplication CRD is not installed
             raise
-        items: list[dict[str, Any]] = found.get("items") or []
-        return max(items, key=lambda i: i["metadata"]["creationTimestamp"] + i["metadata"]["name"],
-                   default=None)
+        return list(found.get("items") or [])
 
-    def count(self, namespace: str, owner: str, generation: int) -> int:
-        selector = f"{LABEL_OWNER}={owner},{LABEL_GENERATION}={generation}"
-        found = cast(dict[str, Any], self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, label_selector=selector))
-        return len(found.get("items") or [])
+    def latest(self, namespace: str, uid: str, generation: int) -> dict[str, Any] | None:
+        """The newest SparkApplication of one generation of the resource with ``uid``."""
+        return max(self._list(namespace, selector(uid, generation)),
+                   key=lambda i: i["metadata"]["creationTimestamp"] + i["metadata"]["name"], default=None)
+
+    def count(self, namespace: str, uid: str, generation: int) -> int:
+        return len(self._list(namespace, selector(uid, generation)))
+
+    def delete(self, namespace: str, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name,
+                                                        propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def delete_all(self, namespace: str, uid: str) -> list[str]:
+        """Delete every SparkApplication of the resource with ``uid``; the names deleted."""
+        names = [str(app["metadata"]["name"]) for app in self._list(namespace, selector(uid))]
+        for name in names:
+            self.delete(namespace, name)
+        return names
