@@ -131,8 +131,8 @@ UNIT_LOG := build/unit.log
 .PHONY: test
 test: venv provision provision-node lint
 	@mkdir -p build; rm -f $(UNIT_LOG) build/unit.rc
-	@( nice -n 10 $(PY) -m pytest tests -q --durations=15 -p no:cacheprovider --basetemp=build/unit-tmp \
-	   > $(UNIT_LOG) 2>&1; echo $$? > build/unit.rc ) & \
+	@( rc=0; nice -n 10 $(PY) -m pytest tests -q --durations=15 -p no:cacheprovider --basetemp=build/unit-tmp \
+	   > $(UNIT_LOG) 2>&1 || rc=$$?; echo $$rc > build/unit.rc ) & \
 	e2e=0; $(PY) -m pytest e2e -q --durations=30 || e2e=$$?; wait; \
 	echo "===== unit tests (ran beside the e2e suite) ====="; cat $(UNIT_LOG); \
 	echo "unit exit $$(cat build/unit.rc), e2e exit $$e2e"; test "$$(cat build/unit.rc)" = 0 && test $$e2e = 0

@@ -179,7 +179,9 @@ def _ready(reason: str) -> list[dict[str, str]]:
     ({"phase": "Scheduled", "observedGeneration": 1}, 1, True),  # its schedule is a clock, not an event
     ({"phase": "Waiting", "observedGeneration": 1}, 1, True),
     ({"phase": "Succeeded", "observedGeneration": 1}, 1, False),
-    ({"phase": "Invalid", "observedGeneration": 1, "conditions": _ready("NothingSelected")}, 1, False),
+    # Matches no partition yet (a topic created a moment ago): no event on this resource will say when it does.
+    ({"phase": "Invalid", "observedGeneration": 1, "conditions": _ready("NothingSelected")}, 1, True),
+    ({"phase": "Invalid", "observedGeneration": 1, "conditions": _ready("UnknownTopic")}, 1, False),
     # Waits for a PartitionReassignment to be created: no event on this resource will say so.
     ({"phase": "Invalid", "observedGeneration": 1, "conditions": _ready("UnknownPartitionReassignment")}, 1, True),
     ({"phase": "Failed", "observedGeneration": 1}, 3, True),
