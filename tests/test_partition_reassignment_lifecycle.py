@@ -443,7 +443,8 @@ def test_a_terminal_phase_ticked_again_keeps_the_outcome_it_was_reached_with() -
     assert "no change since" in d.message
     outcome = "4 of 6 partition(s) reverted to their original replicas; 2 skipped (status.skipped): orders-0"
     status = {"conditions": [{"type": "Ready", "status": "False", "reason": "PartiallyReverted",
-                              "message": f"{outcome}; replication throttles still set: rates of broker(s) [2]"}]}
+                              "message": f"{outcome}; replication throttles still set: rates of broker(s) [2]",
+                              "lastTransitionTime": "2026-03-01T09:00:00Z"}]}
     kept = kept_outcome(d, memory, status)
     assert (kept.reason, kept.message) == ("PartiallyReverted", outcome)
     moved_on = replace(d, phase=Phase.REVERTING)

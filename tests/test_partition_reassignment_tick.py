@@ -33,7 +33,7 @@ from kpo.resources.outcomes import Inputs, Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import Route, Step, route
-from kpo.resources.partition_reassignment.status import memory_of, write
+from kpo.resources.partition_reassignment.status import dump, memory_of, parse
 
 NOW = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -395,7 +395,7 @@ def test_every_selected_partition_a_demoted_broker_leads_is_elected_not_only_the
     assert set(left) == {(2, 1), (3, 1)}
     assert left[(3, 1)].startswith("no other in-sync replica") and "PREFERRED_LEADER_NOT_AVAILABLE" in left[(2, 1)]
     assert [e.reason for e in done.events if e.type == "Warning"] == ["LeaderElectionFailed", "StillLeading"]
-    assert write(done.status)["leaderElection"] == election, "what is written is what the API model reads"
+    assert dump(parse(done.status))["leaderElection"] == election, "what is written is what the API model reads"
 
 
 def test_without_brokers_to_lead_nothing_only_the_moved_partitions_are_elected() -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kpo.api import PartitionReassignmentStatus, PreferredLeaderElectionStatus, TopicPartitionCountStatus
+from kpo.api import PartitionReassignmentStatus, PlanSummary, PreferredLeaderElectionStatus, TopicPartitionCountStatus
+from kpo.api import Proposal as ProposalStatus
 from kpo.domain.keyremap import remap_report
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, PartitionState, TopicPartition
 from kpo.domain.reassignment import Target
@@ -93,16 +94,29 @@ def test_a_finished_plan_sets_how_long_it_took_against_its_estimate() -> None:
 
 
 def test_a_plan_without_an_estimate_has_no_duration() -> None:
-    assert pr_status.duration_status({"id": "p-1", "estimateNote": "no estimate without execution.throttle"},
-                                     40) is None
+    intent, decision, view = executing()
+    proposal = {"id": "p-1", "estimateNote": "no estimate without execution.throttle"}
+    running = pr_status.status_of({"proposal": proposal}, intent, decision, view, recorded_originals={},
+                                  owned={P0: (2, 3, 4)}, failures={}, rollback_name=None, now=NOW)
+    done = replace(decision, phase=pr.Phase.SUCCEEDED)
+    finished = pr_status.status_of({**running, "proposal": proposal}, intent, done, view, recorded_originals={},
+                                   owned={}, failures={}, rollback_name=None, now=NOW + timedelta(seconds=40))
+    assert "duration" in finished and finished["duration"] is None, "nothing to compare: written as removed"
 
 
 def test_a_new_proposal_removes_the_duration_of_the_run_before_it() -> None:
-    proposal, summary = {"id": "p-2", "estimatedSeconds": 90}, {"partitions": 4}
-    ran = {"phase": "Succeeded", "duration": {"proposal": "p-1", "estimatedSeconds": 60, "tookSeconds": 75}}
-    fields = pr_status.new_proposal_fields(ran, proposal, summary)
-    assert fields == {"proposal": proposal, "summary": summary, "duration": None}, "null removes it (merge patch)"
-    assert "duration" not in pr_status.new_proposal_fields({"phase": "Planning"}, proposal, summary)
+    proposal, summary = ProposalStatus(id="p-2", estimated_seconds=90), PlanSummary(partitions=4)
+    ran = {"phase": "Succeeded", "duration": {"estimatedSeconds": 60, "tookSeconds": 75}}
+    fields = pr_status.planning_status(ran, phase=pr.Phase.PROPOSED, generation=2, conditions=[], now=NOW,
+                                       proposal=proposal, summary=summary)
+    assert fields["proposal"] == {"id": "p-2", "estimatedSeconds": 90} and fields["summary"] == {"partitions": 4}
+    assert "duration" in fields and fields["duration"] is None, "null removes it (merge patch)"
+    assert read_back(PartitionReassignmentStatus, fields) == fields
+    planning = pr_status.planning_status({"phase": "Planning"}, phase=pr.Phase.PROPOSED, generation=2, conditions=[],
+                                         now=NOW, proposal=proposal, summary=summary)
+    assert "duration" not in planning
+    waiting = pr_status.planning_status(ran, phase=pr.Phase.PLANNING, generation=3, conditions=[], now=NOW)
+    assert set(waiting) == {"phase", "observedGeneration", "conditions"}, "no proposal: nothing else is touched"
 
 
 def test_a_reassignment_claims_what_it_wants_and_holds_and_its_throttle_keeps_it_live() -> None:

@@ -59,6 +59,19 @@ class CordonJournal:
         return cls({int(e["broker"]): str(e.get("previous") or "") for e in data or []})
 
 
+@dataclass(frozen=True)
+class CordonState:
+    """What a resource holds of cordons: the journal, and why the cordons could not be set (said once, until the
+    spec changes). ``status.cordon`` reports it (read and written in the resource's status module)."""
+
+    journal: CordonJournal = field(default_factory=CordonJournal)
+    unavailable: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.journal.empty and not self.unavailable
+
+
 def unavailable(metadata_level: int | None) -> str | None:
     """Why the cluster cannot cordon (``None``: it can), from its finalized metadata.version feature level."""
     if metadata_level is None:

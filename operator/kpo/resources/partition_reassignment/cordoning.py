@@ -11,41 +11,17 @@ is named in a Warning instead of holding the finalizer for ever.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
 
 from kpo.domain import cordon as rules
 from kpo.domain.conditions import Event
-from kpo.domain.cordon import CordonJournal
+from kpo.domain.cordon import CordonJournal, CordonState
 from kpo.domain.throttle import ConfigChange
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.partition_reassignment.lifecycle import Phase
 
 #: The phases in which a RemoveBrokers drain holds its brokers cordoned.
 HOLDING = frozenset({Phase.EXECUTING, Phase.PAUSED, Phase.SUCCEEDED})
-
-
-@dataclass(frozen=True)
-class CordonState:
-    """``status.cordon``: the journal, and why the cordons could not be set (said once, until the spec changes)."""
-
-    journal: CordonJournal = field(default_factory=CordonJournal)
-    unavailable: str | None = None
-
-    @classmethod
-    def from_status(cls, status: Mapping[str, Any]) -> CordonState:
-        data = status.get("cordon") or {}
-        return cls(CordonJournal.from_json(data.get("brokers")), data.get("unavailable") or None)
-
-    def to_status(self) -> dict[str, Any] | None:
-        """The status field (``None``: nothing to say, and the field is removed)."""
-        if self.journal.empty and not self.unavailable:
-            return None
-        written: dict[str, Any] = {"brokers": self.journal.to_json()}
-        if self.unavailable:
-            written["unavailable"] = self.unavailable
-        return written
 
 
 def follow(kafka: KafkaAdmin, wanted: frozenset[int], state: CordonState, *, others: Sequence[CordonJournal],

@@ -39,7 +39,6 @@ from kpo.k8s.rollback import RollbackStore, rollback_name
 from kpo.resources import shell
 from kpo.resources.outcomes import Inputs, Outcome
 from kpo.resources.partition_reassignment import cordoning, plan_reconciler, reconciler, refill
-from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Intent
 from kpo.resources.partition_reassignment.plan_lifecycle import Step, route
 from kpo.resources.partition_reassignment.spec import (
@@ -52,9 +51,11 @@ from kpo.resources.partition_reassignment.spec import (
 )
 from kpo.resources.partition_reassignment.status import (
     claim_of,
+    cordon_fields,
+    cordon_of,
     held_of,
     memory_of,
-    throttle_status,
+    throttle_fields,
     wanted_partitions,
 )
 from kpo.runtime import OperatorContext
@@ -185,14 +186,14 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
 
 def _uncordoned(tick: Tick, outcome: Outcome[Any] | None) -> Outcome[Any] | None:
     """A planned resource planning again (a new spec) lets go of the cordons its previous drain held."""
-    held = CordonState.from_status(tick.status)
+    held = cordon_of(tick.status)
     if held.journal.empty or outcome is None:
         return outcome
     ports = _ports(tick, intent_of(tick.spec, tick.generation))
     state, events = cordoning.follow(tick.kafka, frozenset(), replace(held, journal=ports.load_cordon()),
                                      others=ports.others_cordons(), save=ports.save_cordon,
                                      live_brokers=tick.kafka.brokers())
-    outcome.status["cordon"] = state.to_status()
+    outcome.status |= cordon_fields(state)
     outcome.events.extend(events)
     return outcome
 
@@ -243,7 +244,7 @@ def partitionreassignment_refused(tick: Tick, outcome: Outcome[Any]) -> Outcome[
     ticks to come still take that back, so the status names it."""
     left = tick.context.rollbacks.load_throttle(tick.namespace, tick.name)
     if not left.empty:
-        outcome.status["throttle"] = throttle_status(left)
+        outcome.status |= throttle_fields(left)
     return outcome
 
 
@@ -260,7 +261,7 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
             left.append(Event("Warning", "ThrottleLeft",
                               f"deletionPolicy Orphan: the moves keep running, so their replication throttles stay "
                               f"(brokers {brokers}); remove them with kafka-configs.sh once the moves are done"))
-        if cordoned := CordonState.from_status(tick.status).journal.brokers:
+        if cordoned := cordon_of(tick.status).journal.brokers:
             left.append(Event("Warning", "CordonLeft", f"deletionPolicy Orphan: the drain keeps running, so its "
                                                        f"cordons stay; {left_behind(cordoned)}"))
         return left
@@ -277,7 +278,7 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     recorded = bool(memory.owned) or not journal.empty or (
         memory.phase not in TERMINAL and bool(context.rollbacks.load(tick.namespace, tick.name)))
     recorded_cordons = context.rollbacks.load_cordon_record(tick.namespace, tick.name)
-    cordons = recorded_cordons if recorded_cordons is not None else CordonState.from_status(tick.status).journal
+    cordons = recorded_cordons if recorded_cordons is not None else cordon_of(tick.status).journal
     holdings = reconciler.Holdings(phase=memory.phase, owned=memory.owned, targets=targets, journal=journal,
                                    originals_recorded=recorded, cordons=cordons)
     # Nothing of it is sent by the executor from now on (a send under way ends first): then its moves are listed.

@@ -30,7 +30,7 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
     decide_planning,
     selected_topics,
 )
-from kpo.resources.partition_reassignment.status import new_proposal_fields, proposal_status, summary_status, write
+from kpo.resources.partition_reassignment.status import planning_status, proposal_status, summary_status
 
 
 class JobBackend(Protocol):
@@ -103,21 +103,19 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
             jobs.start(body, intent.request, snap.brokers, snap.partitions)
     except KafkaUnavailable as exc:
         return unavailable_outcome(status, str(exc), now, reason=exc.reason)
-    new_status: dict[str, Any] = {
-        "phase": decision.phase.value,
-        "observedGeneration": intent.generation,
-        "conditions": cond.merge(status.get("conditions") or [], _conditions(decision), intent.generation, now),
-    }
     events = list(decision.events)
+    proposed, summary = None, None
     if decision.phase is Phase.PROPOSED and job.proposal is not None and job.metrics is not None \
             and decision.proposal is job.proposal:
         name = proposals.save(body, job.proposal, intent.request, job.metrics, rfc3339(now))
         estimate = estimating(job.proposal, snap.view) if estimating is not None else None
         log.info("%s/%s: proposal %s: %d partition(s), %d bytes; estimate %s", meta["namespace"], meta["name"],
                  job.proposal.id, len(job.proposal.targets), job.metrics.bytes_to_move, estimate)
-        new_status |= new_proposal_fields(status, proposal_status(job.proposal, job.metrics, name, now, estimate),
-                                          summary_status(job.metrics))
-    return Outcome(status=write(new_status), events=events, decision=decision)
+        proposed, summary = proposal_status(job.proposal, job.metrics, name, now, estimate), summary_status(job.metrics)
+    new_status = planning_status(status, phase=decision.phase, generation=intent.generation,
+                                 conditions=_conditions(decision), now=now,
+                                 proposal=proposed, summary=summary)
+    return Outcome(status=new_status, events=events, decision=decision)
 
 
 def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:

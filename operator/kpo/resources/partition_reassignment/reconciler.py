@@ -18,7 +18,7 @@ from kpo.domain import access
 from kpo.domain import conditions as cond
 from kpo.domain.clock import utcnow
 from kpo.domain.conditions import Event
-from kpo.domain.cordon import CordonJournal
+from kpo.domain.cordon import CordonJournal, CordonState
 from kpo.domain.leaders_away import ELECTION_NOT_NEEDED, LeadersAway, leaders_away
 from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, PartitionState, Replicas, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
@@ -26,9 +26,8 @@ from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
 from kpo.execution.observation import Look
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
-from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Inputs, Outcome, RetryLater, condition, unavailable_outcome
+from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Inputs, Outcome, RetryLater, unavailable_outcome
 from kpo.resources.partition_reassignment import cordoning
-from kpo.resources.partition_reassignment.cordoning import CordonState
 from kpo.resources.partition_reassignment.lifecycle import (
     BROKER_UNAVAILABLE,
     TERMINAL,
@@ -43,10 +42,12 @@ from kpo.resources.partition_reassignment.lifecycle import (
 )
 from kpo.resources.partition_reassignment.status import (
     REPORTED_PARTITIONS,
+    LeaderElection,
+    condition_of,
+    cordon_of,
     held_of,
     skipped_of,
     status_of,
-    throttle_status,
 )
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ def at_rest(generation: int, memory: Memory, status: Mapping[str, Any]) -> bool:
     return (memory.phase in TERMINAL and generation == memory.observed_generation
             and not memory.owned and held_of(status).throttle is None
             # A drain that succeeded keeps its cordons until deletion; any other terminal phase takes them back.
-            and (memory.phase is Phase.SUCCEEDED or not CordonState.from_status(status).journal.brokers))
+            and (memory.phase is Phase.SUCCEEDED or not cordon_of(status).journal.brokers))
 
 
 def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) -> Decision:
@@ -216,11 +217,10 @@ def kept_outcome(decision: Decision, memory: Memory, status: Mapping[str, Any]) 
     if decision.phase is not memory.phase or decision.phase not in TERMINAL:
         return decision
     decision = replace(decision, skipped=decision.skipped or skipped_of(status))
-    ready = condition(status, cond.READY)
-    reason, message = ready.get("reason"), ready.get("message")
-    if not reason or not message or reason == THROTTLE_CLEANUP_PENDING:
+    ready = condition_of(status, cond.READY)
+    if ready is None or not ready.reason or not ready.message or ready.reason == THROTTLE_CLEANUP_PENDING:
         return decision
-    return replace(decision, reason=reason, message=message.split(f"; {CLEANUP_PENDING_PREFIX}")[0])
+    return replace(decision, reason=ready.reason, message=ready.message.split(f"; {CLEANUP_PENDING_PREFIX}")[0])
 
 
 def tick(inputs: Inputs[Intent, Memory], ports: Ports) -> Outcome[Decision] | None:
@@ -275,24 +275,19 @@ def _tick(body: Mapping[str, Any], status: Mapping[str, Any], *, intent: Intent,
     journal, leader_election = effects.journal, effects.leader_election
     if effects.cleanup_pending:
         decision = replace(decision, cleanup_pending=effects.cleanup_pending)
-        if condition(status, cond.PROGRESSING).get("reason") != THROTTLE_CLEANUP_PENDING:
+        if _progressing(status)[0] != THROTTLE_CLEANUP_PENDING:
             events.append(Event("Warning", THROTTLE_CLEANUP_PENDING, effects.cleanup_pending))
     if decision.unavailable_brokers:
         # One Event per outage (the same brokers down), not one per tick: the condition carries the details.
         headline = broker_unavailable_headline(decision.unavailable_brokers)
-        if not (condition(status, cond.PROGRESSING).get("message") or "").startswith(headline + ":"):
+        if not _progressing(status)[1].startswith(headline + ":"):
             events.append(Event("Warning", BROKER_UNAVAILABLE, decision.message))
 
     # The moves were sent just now, not when the tick began (a first tick reads and records for seconds): the
     # execution clock starts here (status.progress.startedAt).
     new_status = status_of(status, intent, decision, view, recorded_originals=memory.originals, owned=owned,
-                           failures=failures, rollback_name=rollback_name, now=now, acted=max(now, ports.clock()))
-    if journal is not None:
-        new_status["throttle"] = throttle_status(journal)
-    if leader_election is not None:
-        new_status["leaderElection"] = leader_election
-    if effects.cordon is not None:
-        new_status["cordon"] = effects.cordon.to_status()
+                           failures=failures, rollback_name=rollback_name, now=now, acted=max(now, ports.clock()),
+                           throttle=journal, leader_election=leader_election, cordon=effects.cordon)
     previous_conflicts = held.conflicts
     current_conflicts = {(c.partition.topic, c.partition.partition, c.holder)
                          for c in decision.conflicts[:REPORTED_PARTITIONS]}
@@ -319,7 +314,7 @@ class _Effects:
     events: list[Event]
     rollback_name: str | None
     journal: ThrottleJournal | None
-    leader_election: dict[str, int] | None = None
+    leader_election: LeaderElection | None = None
     cordon: CordonState | None = None
     cleanup_pending: str = ""
     lost_kafka: bool = False
@@ -350,7 +345,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     # 2b. KIP-1066: the brokers a RemoveBrokers drain empties are cordoned before its moves start, and only while it
     #     executes, pauses or has succeeded; any other phase takes the cordons back.
     wanted = intent.cordon if decision.phase in cordoning.HOLDING else frozenset()
-    cordons = CordonState.from_status(body.get("status") or {})
+    cordons = cordon_of(body.get("status") or {})
     if wanted or not cordons.journal.empty or cordons.unavailable:
         state = replace(cordons, journal=ports.load_cordon()) if not cordons.journal.empty else cordons
         effects.cordon, events = cordoning.follow(kafka, wanted, state, others=ports.others_cordons(),
@@ -405,6 +400,12 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
                 effects.cleanup_pending = describe_pending(left, unreachable=set(left.brokers) - _answering(view))
 
 
+def _progressing(status: Mapping[str, Any]) -> tuple[str, str]:
+    """The reason and message of the Progressing condition the status shows ("" when none)."""
+    progressing = condition_of(status, cond.PROGRESSING)
+    return (progressing.reason, progressing.message) if progressing is not None else ("", "")
+
+
 def _answering(view: ClusterView) -> set[int]:
     """The brokers whose configs a tick may read and write: listed by Kafka and answering. A broker's configs go to
     that broker, and one that just died stays listed until it is fenced: each request to it waited out the whole
@@ -456,7 +457,7 @@ def _submit(body: Mapping[str, Any], ports: Ports, decision: Decision, view: Clu
 
 
 def _elect(ports: Ports, decision: Decision, originals: Mapping[TopicPartition, Replicas],
-           events: list[Event], *, away_from: frozenset[int] = frozenset()) -> dict[str, Any]:
+           events: list[Event], *, away_from: frozenset[int] = frozenset()) -> LeaderElection:
     """Preferred leader election of the moved partitions, and of every selected partition led by a broker of
     ``away_from`` (:mod:`kpo.domain.leaders_away`); those still led by one of them afterwards are named."""
     moved = {tp for tp, t in decision.targets.items() if originals.get(tp, t.replicas) != t.replicas}
@@ -472,19 +473,15 @@ def _elect(ports: Ports, decision: Decision, originals: Mapping[TopicPartition, 
     events.append(Event("Normal", "LeadersElected",
                         f"preferred leader election: {elected} elected, {already} already preferred, "
                         f"{len(failed)} failed"))
-    result: dict[str, Any] = {"elected": elected, "alreadyPreferred": already, "failed": len(failed)}
-    if away_from:
-        left = away.after(answers)
+    if not away_from:
+        return LeaderElection(elected, already, len(failed))
+    left = away.after(answers)
+    if left:
         detail = "; ".join(f"{tp} (leader {s.leader}): {s.reason}" for tp, s in list(left.items())[:3])
-        if left:
-            more = f" and {len(left) - 3} more" if len(left) > 3 else ""
-            events.append(Event("Warning", STILL_LEADING, f"{len(left)} selected partition(s) stay led by broker(s) "
-                                                          f"{sorted(away_from)}: {detail}{more}"))
-        result |= {"awayFrom": sorted(away_from), "stillLeading": len(left),
-                   "stillLeadingPartitions": [{"topic": tp.topic, "partition": tp.partition, "leader": s.leader,
-                                               "reason": s.reason[:1024]}
-                                              for tp, s in list(left.items())[:REPORTED_PARTITIONS]]}
-    return result
+        more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+        events.append(Event("Warning", STILL_LEADING, f"{len(left)} selected partition(s) stay led by broker(s) "
+                                                      f"{sorted(away_from)}: {detail}{more}"))
+    return LeaderElection(elected, already, len(failed), away_from=away_from, still_leading=left)
 
 
 @dataclass(frozen=True)

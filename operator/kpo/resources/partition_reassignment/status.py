@@ -2,9 +2,9 @@
 
 Read: what the life cycle remembers (:class:`Memory`: phase, generation, the moves kpo has in flight, Kafka's
 refusals) and what the other resources see of this one (:class:`Claim`) come from the status as the API models parse
-it. Written: the fields a decision sets go through :class:`PartitionReassignmentStatus` and are dumped in the API's
-camelCase, so what kpo writes is what the CRD schema (generated from the same models) accepts. A field set to
-``None`` is removed (the status is written as a JSON merge patch).
+it. Written: every field kpo sets is built here as :class:`PartitionReassignmentStatus` (and its parts) and dumped in
+the API's camelCase, so what kpo writes is what the CRD schema (generated from the same models) accepts, and no other
+module names a status field. A field set to ``None`` is removed (the status is written as a JSON merge patch).
 
 The status is a report, capped where a list could name every partition of a spec of thousands
 (:data:`REPORTED_PARTITIONS`); what kpo must not forget (original replicas, the throttle journal) lives in the
@@ -14,21 +14,39 @@ resource's ConfigMap, written before Kafka is touched.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kpo.api import PartitionReassignmentStatus
+from kpo.api import (
+    BrokerLoad,
+    Conflict,
+    CordonedBroker,
+    CordonStatus,
+    Duration,
+    InFlightMove,
+    LeaderElectionResult,
+    PartitionFailure,
+    PartitionReassignmentStatus,
+    PlanSummary,
+    SkippedPartition,
+    StalledMove,
+    StillLeadingPartition,
+    ThrottleStatus,
+)
+from kpo.api import Progress as ProgressStatus
+from kpo.api import Proposal as ProposalStatus
+from kpo.api.common import Condition
 from kpo.domain import conditions as cond
 from kpo.domain.claims import Claim
-from kpo.domain.clock import parse_rfc3339, rfc3339
-from kpo.domain.cordon import CordonJournal
+from kpo.domain.cordon import CordonJournal, CordonState
 from kpo.domain.estimate import Estimate
+from kpo.domain.leaders_away import StillLeading
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.pause import ExecutionClock, eta_while_paused
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
-from kpo.domain.reassignment import Progress, progress
+from kpo.domain.reassignment import Classification, Progress, progress
 from kpo.domain.stall import STALLED_CODE, Stall, Watch
 from kpo.domain.throttle import ThrottleJournal
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
@@ -41,10 +59,13 @@ def parse(status: Mapping[str, Any]) -> PartitionReassignmentStatus:
     return PartitionReassignmentStatus.model_validate(dict(status))
 
 
-def write(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Status fields (camelCase) as the API model reads and dumps them; the keys given, and only those, are written."""
-    return PartitionReassignmentStatus.model_validate(dict(fields)).model_dump(
-        mode="json", by_alias=True, exclude_unset=True)
+def dump(status: PartitionReassignmentStatus) -> dict[str, Any]:
+    """The fields set on ``status``, and only those, in the API's camelCase: the merge patch to write."""
+    return status.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def condition_of(status: Mapping[str, Any], type_: str) -> Condition | None:
+    return parse(status).condition(type_)
 
 
 def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Replicas]) -> Memory:
@@ -91,7 +112,15 @@ def claim_of(key: str, created: str, partitions: Collection[TopicPartition], sta
                  # A resource that still holds throttles keeps them "live" for the others, whatever its phase.
                  live=phase in CLAIMING or not throttle.empty, throttle=throttle,
                  # Cordons are held after success too (until deletion): the others must see them in any phase.
-                 cordons=CordonJournal.from_json((status.get("cordon") or {}).get("brokers")))
+                 cordons=cordon_of(status).journal)
+
+
+def cordon_of(status: Mapping[str, Any]) -> CordonState:
+    """``status.cordon``: the brokers the resource cordoned and why it could not (see :mod:`kpo.domain.cordon`)."""
+    typed = parse(status).cordon
+    if typed is None:
+        return CordonState()
+    return CordonState(CordonJournal({b.broker: b.previous for b in typed.brokers}), typed.unavailable or None)
 
 
 def skipped_of(status: Mapping[str, Any]) -> dict[TopicPartition, str]:
@@ -118,83 +147,105 @@ def wanted_partitions(spec: Mapping[str, Any], status: Mapping[str, Any],
     return proposal_partitions(typed.proposal.id)
 
 
-def _entries(values: Mapping[TopicPartition, Any], render: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"topic": tp.topic, "partition": tp.partition, **render(v)} for tp, v in sorted(values.items())]
-
-
 def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, view: ClusterView, *,
               recorded_originals: Mapping[TopicPartition, Replicas], owned: Mapping[TopicPartition, Replicas],
               failures: Mapping[TopicPartition, KafkaRefusal], rollback_name: str | None,
-              now: dt.datetime, acted: dt.datetime | None = None) -> dict[str, Any]:
-    """The status an execution tick writes (the throttle and leader election fields are the reconciler's);
-    ``acted``: when the tick had sent its moves (the execution clock starts then; default ``now``)."""
-    old_progress = previous.get("progress") or {}
-    clock = ExecutionClock.read(parse_rfc3339(old_progress.get("startedAt")),
-                                float(old_progress.get("elapsedSeconds") or 0),
-                                float(old_progress.get("pausedSeconds") or 0),
-                                parse_rfc3339(old_progress.get("pausedSince")))
-    clock = clock.advance(running=bool(owned) or decision.phase is Phase.EXECUTING,
-                          paused=decision.phase is Phase.PAUSED, now=now, start=acted)
-    status: dict[str, Any] = {
+              now: dt.datetime, acted: dt.datetime | None = None, throttle: ThrottleJournal | None = None,
+              leader_election: LeaderElection | None = None, cordon: CordonState | None = None) -> dict[str, Any]:
+    """The status an execution tick writes; ``acted``: when the tick had sent its moves (the execution clock starts
+    then; default ``now``). ``throttle``, ``leader_election`` and ``cordon`` are written when given (an empty
+    journal or state removes its field)."""
+    before = parse(previous)
+    fields: dict[str, Any] = {
         "phase": decision.phase.value,
-        "observedGeneration": intent.generation,
+        "observed_generation": intent.generation,
         "conditions": cond.merge(previous.get("conditions") or [], decision.conditions, intent.generation, now),
-        "inFlight": _entries({tp: (r, decision.watches.get(tp)) for tp, r in owned.items()},
-                             lambda entry: _in_flight(entry[0], entry[1], now)),
-        "failures": _entries(failures, lambda f: {"reason": f.code or "Unknown", "message": f.message}),
+        "in_flight": [_in_flight(tp, replicas, decision.watches.get(tp), now)
+                      for tp, replicas in sorted(owned.items())],
+        "failures": [PartitionFailure(topic=tp.topic, partition=tp.partition, reason=f.code or "Unknown",
+                                      message=f.message) for tp, f in sorted(failures.items())],
         # Reports, not memory: the first REPORTED_PARTITIONS of each; the conditions' message counts them all.
-        "conflicts": [{"topic": c.partition.topic, "partition": c.partition.partition, "holder": c.holder}
+        "conflicts": [Conflict(topic=c.partition.topic, partition=c.partition.partition, holder=c.holder)
                       for c in decision.conflicts[:REPORTED_PARTITIONS]],
-        "skipped": _entries(decision.skipped, lambda reason: {"reason": reason})[:REPORTED_PARTITIONS],
-        "stalledMoves": _entries(_stalled(decision.stalled, failures), lambda s: {
-            "brokers": list(s.brokers), "down": list(s.down), "copiedBytes": s.copied,
-            "since": rfc3339(s.since), "cancelled": s.cancelled})[:REPORTED_PARTITIONS],
+        "skipped": [SkippedPartition(topic=tp.topic, partition=tp.partition, reason=reason)
+                    for tp, reason in sorted(decision.skipped.items())[:REPORTED_PARTITIONS]],
+        "stalled_moves": [_stalled_move(tp, stall) for tp, stall
+                          in sorted(_stalled(decision.stalled, failures).items())[:REPORTED_PARTITIONS]],
     }
     if rollback_name:
-        status["rollbackConfigMap"] = rollback_name
+        fields["rollback_config_map"] = rollback_name
     if decision.classification is not None and decision.targets:
-        # Bytes to move are counted from the placement before kpo started: the rollback ConfigMap's record.
-        originals = {tp: view.partitions[tp].replicas for tp in decision.targets if tp in view.partitions}
-        originals.update(recorded_originals)
-        originals.update(decision.save_originals)
-        counted = progress(decision.targets, originals, decision.classification, list(failures), view)
-        if decision.phase in (Phase.SUCCEEDED, Phase.REVERTED):
-            counted = _all_done(counted)
-        if decision.skipped:
-            # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
-            counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
-        elapsed = clock.elapsed(now)
-        status["progress"] = {
-            "total": counted.total, "completed": counted.completed, "inFlight": counted.in_flight,
-            "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
-            "bytesToMove": counted.bytes_to_move,
-            "bytesMoved": counted.bytes_moved, "percent": counted.percent, "summary": counted.summary,
-        }
-        eta = counted.eta_seconds(elapsed)
-        if decision.phase is Phase.PAUSED:
-            eta = eta_while_paused(eta, old_progress.get("etaSeconds"))
-        if eta is not None:
-            status["progress"]["etaSeconds"] = eta
-        if clock.started:
-            status["progress"] |= {"startedAt": rfc3339(clock.started), "elapsedSeconds": int(elapsed),
-                                   "pausedSeconds": int(clock.paused_total(now))}
-            if clock.paused_since is not None:
-                status["progress"]["pausedSince"] = rfc3339(clock.paused_since)
-            elif old_progress.get("pausedSince"):
-                status["progress"]["pausedSince"] = None  # resumed: removed (the status is a merge patch)
-        if clock.started and decision.phase is Phase.SUCCEEDED and previous.get("phase") != Phase.SUCCEEDED.value:
+        fields |= _progress_fields(before, decision, decision.classification, view,
+                                   recorded_originals=recorded_originals, failures=failures, owned=owned, now=now,
+                                   acted=acted)
+    elif before.progress is not None and before.progress.model_fields_set:
+        fields["progress"] = before.progress
+    if throttle is not None:
+        fields["throttle"] = _throttle(throttle)
+    if leader_election is not None:
+        fields["leader_election"] = leader_election.to_status()
+    if cordon is not None:
+        fields["cordon"] = _cordon(cordon)
+    return dump(PartitionReassignmentStatus(**fields))
+
+
+def _progress_fields(before: PartitionReassignmentStatus, decision: Decision, classification: Classification,
+                     view: ClusterView, *,
+                     recorded_originals: Mapping[TopicPartition, Replicas],
+                     failures: Mapping[TopicPartition, KafkaRefusal], owned: Mapping[TopicPartition, Replicas],
+                     now: dt.datetime, acted: dt.datetime | None) -> dict[str, Any]:
+    """``status.progress`` (and ``status.duration`` when the run has just succeeded), counted from Kafka's view."""
+    old = before.progress or ProgressStatus()
+    clock = ExecutionClock.read(old.started_at, float(old.elapsed_seconds or 0), float(old.paused_seconds or 0),
+                                old.paused_since)
+    clock = clock.advance(running=bool(owned) or decision.phase is Phase.EXECUTING,
+                          paused=decision.phase is Phase.PAUSED, now=now, start=acted)
+    # Bytes to move are counted from the placement before kpo started: the rollback ConfigMap's record.
+    originals = {tp: view.partitions[tp].replicas for tp in decision.targets if tp in view.partitions}
+    originals.update(recorded_originals)
+    originals.update(decision.save_originals)
+    counted = progress(decision.targets, originals, classification, list(failures), view)
+    if decision.phase in (Phase.SUCCEEDED, Phase.REVERTED):
+        counted = _all_done(counted)
+    if decision.skipped:
+        # Skipped partitions are part of what the revert was asked to do: in the total, never counted as done.
+        counted = replace(counted, total=counted.total + len(decision.skipped), skipped=len(decision.skipped))
+    elapsed = clock.elapsed(now)
+    written: dict[str, Any] = {
+        "total": counted.total, "completed": counted.completed, "in_flight": counted.in_flight,
+        "pending": counted.pending, "failed": counted.failed, "skipped": counted.skipped,
+        "bytes_to_move": counted.bytes_to_move, "bytes_moved": counted.bytes_moved, "percent": counted.percent,
+        "summary": counted.summary,
+    }
+    eta = counted.eta_seconds(elapsed)
+    if decision.phase is Phase.PAUSED:
+        eta = eta_while_paused(eta, old.eta_seconds)
+    if eta is not None:
+        written["eta_seconds"] = eta
+    fields: dict[str, Any] = {}
+    if clock.started:
+        written |= {"started_at": clock.started, "elapsed_seconds": int(elapsed),
+                    "paused_seconds": int(clock.paused_total(now))}
+        if clock.paused_since is not None:
+            written["paused_since"] = clock.paused_since
+        elif old.paused_since is not None:
+            written["paused_since"] = None  # resumed: removed (the status is a merge patch)
+        if decision.phase is Phase.SUCCEEDED and before.phase != Phase.SUCCEEDED.value:
             # The estimate against the run's time without its pauses.
-            status["duration"] = duration_status(previous.get("proposal") or {}, int(elapsed))
-    elif old_progress:
-        status["progress"] = dict(old_progress)
-    return write(status)
+            fields["duration"] = _duration(before.proposal, int(elapsed))
+    return {"progress": ProgressStatus(**written), **fields}
 
 
-def _in_flight(replicas: Replicas, watch: Watch | None, now: dt.datetime) -> dict[str, Any]:
+def _in_flight(tp: TopicPartition, replicas: Replicas, watch: Watch | None, now: dt.datetime) -> InFlightMove:
     """One status.inFlight entry: the move, and its stall clock (a move not watched yet starts one now)."""
     watch = watch or Watch(0, now)
-    return {"replicas": list(replicas), "copiedBytes": watch.copied, "progressAt": rfc3339(watch.since),
-            "down": list(watch.down)}
+    return InFlightMove(topic=tp.topic, partition=tp.partition, replicas=list(replicas), copied_bytes=watch.copied,
+                        progress_at=watch.since, down=list(watch.down))
+
+
+def _stalled_move(tp: TopicPartition, stall: Stall) -> StalledMove:
+    return StalledMove(topic=tp.topic, partition=tp.partition, brokers=list(stall.brokers), down=list(stall.down),
+                       copied_bytes=stall.copied, since=stall.since, cancelled=stall.cancelled)
 
 
 def _stalled(stalled: Mapping[TopicPartition, Stall], failures: Mapping[TopicPartition, KafkaRefusal]
@@ -214,74 +265,119 @@ def _all_done(counted: Progress) -> Progress:
                    bytes_moved=counted.bytes_to_move)
 
 
-def throttle_status(journal: ThrottleJournal) -> dict[str, object] | None:
+def _throttle(journal: ThrottleJournal) -> ThrottleStatus | None:
     """``status.throttle``: what the journal holds (``None``: nothing, and the field is removed)."""
-    if journal.empty:
+    return None if journal.empty else ThrottleStatus.model_validate(journal.to_json())
+
+
+def _cordon(state: CordonState) -> CordonStatus | None:
+    """``status.cordon`` (``None``: nothing to say, and the field is removed)."""
+    if state.empty:
         return None
-    data = journal.to_json()
-    return {"rate": data["rate"], "brokers": data["brokers"], "topics": data["topics"]}
+    brokers = [CordonedBroker(broker=b, previous=v) for b, v in sorted(state.journal.previous.items())]
+    return CordonStatus(brokers=brokers, unavailable=state.unavailable) if state.unavailable \
+        else CordonStatus(brokers=brokers)
+
+
+def throttle_fields(journal: ThrottleJournal) -> dict[str, Any]:
+    """The patch that reports ``journal`` alone (a resource failed for want of an ACL names what it still holds)."""
+    return dump(PartitionReassignmentStatus(throttle=_throttle(journal)))
+
+
+def cordon_fields(state: CordonState) -> dict[str, Any]:
+    """The patch that reports ``state`` alone (a resource planning again has let go of its cordons)."""
+    return dump(PartitionReassignmentStatus(cordon=_cordon(state)))
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """What the preferred leader election after the moves did: counts, and, with ``away_from`` (DemoteBrokers,
+    plan.excludeLeaders), the selected partitions still led by one of those brokers."""
+
+    elected: int
+    already_preferred: int
+    failed: int
+    away_from: frozenset[int] = frozenset()
+    still_leading: Mapping[TopicPartition, StillLeading] | None = None
+
+    def to_status(self) -> LeaderElectionResult:
+        counts = LeaderElectionResult(elected=self.elected, already_preferred=self.already_preferred,
+                                      failed=self.failed)
+        if self.still_leading is None:
+            return counts
+        left = list(self.still_leading.items())
+        return LeaderElectionResult(
+            elected=self.elected, already_preferred=self.already_preferred, failed=self.failed,
+            away_from=sorted(self.away_from), still_leading=len(left),
+            still_leading_partitions=[StillLeadingPartition(topic=tp.topic, partition=tp.partition, leader=s.leader,
+                                                            reason=s.reason[:1024])
+                                      for tp, s in left[:REPORTED_PARTITIONS]])
 
 
 def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, now: dt.datetime,
-                    estimate: Estimate | None = None) -> dict[str, Any]:
+                    estimate: Estimate | None = None) -> ProposalStatus:
     """``status.proposal``: what the user approves, by id, and how long it should take."""
-    written: dict[str, Any] = {
-        "id": proposal.id, "createdAt": rfc3339(now), "configMap": config_map,
-        "partitions": len(proposal.targets), "replicaMoves": metrics.replicas_to_move,
-        "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes}
+    fields: dict[str, Any] = {
+        "id": proposal.id, "created_at": now, "config_map": config_map, "partitions": len(proposal.targets),
+        "replica_moves": metrics.replicas_to_move, "bytes_to_move": metrics.bytes_to_move,
+        "leader_changes": metrics.leader_changes}
     if estimate is not None:
-        written |= {"estimatedSeconds": _whole(estimate.seconds),
-                    "estimateAtThrottleSeconds": _whole(estimate.at_throttle_seconds),
-                    "estimateNote": estimate.note[:1024]}
-    return written
+        fields |= {"estimated_seconds": _whole(estimate.seconds),
+                   "estimate_at_throttle_seconds": _whole(estimate.at_throttle_seconds),
+                   "estimate_note": estimate.note[:1024]}
+    return ProposalStatus(**fields)
 
 
-def new_proposal_fields(previous: Mapping[str, Any], proposal: Mapping[str, Any], summary: Mapping[str, Any]
-                        ) -> dict[str, Any]:
-    """The status fields a new proposal writes: the proposal, its summary, and no ``duration`` (an earlier run's
-    estimate against its time, which says nothing of this proposal; None removes it from the merge patch)."""
-    fields: dict[str, Any] = {"proposal": dict(proposal), "summary": dict(summary)}
-    if previous.get("duration") is not None:
-        fields["duration"] = None
-    return fields
+def planning_status(previous: Mapping[str, Any], *, phase: Phase, generation: int,
+                    conditions: Sequence[cond.ConditionUpdate], now: dt.datetime,
+                    proposal: ProposalStatus | None = None, summary: PlanSummary | None = None) -> dict[str, Any]:
+    """The status a planning tick writes: phase and conditions; with a new proposal, the proposal, its summary, and
+    no ``duration`` (an earlier run's estimate against its time says nothing of this proposal; None removes it)."""
+    fields: dict[str, Any] = {
+        "phase": phase.value, "observed_generation": generation,
+        "conditions": cond.merge(previous.get("conditions") or [], conditions, generation, now)}
+    if proposal is not None:
+        fields |= {"proposal": proposal, "summary": summary}
+        if parse(previous).duration is not None:
+            fields["duration"] = None
+    return dump(PartitionReassignmentStatus(**fields))
 
 
-def duration_status(proposal: Mapping[str, Any], took_seconds: int) -> dict[str, Any] | None:
+def _duration(proposal: ProposalStatus | None, took_seconds: int) -> Duration | None:
     """``status.duration``: the estimate of the proposal that ran against how long its moves took (``None``: the
     proposal stated no estimate, and there is nothing to compare)."""
-    estimated = proposal.get("estimatedSeconds")
-    if estimated is None:
+    if proposal is None or proposal.estimated_seconds is None:
         return None
+    estimated = proposal.estimated_seconds
     ratio = f"{took_seconds / estimated:.2f} x the estimate of {estimated} s" if estimated else "estimated 0 s"
-    at_throttle = proposal.get("estimateAtThrottleSeconds")
     summary = f"took {took_seconds} s, {ratio}"
-    if at_throttle is not None:
-        summary += f" ({at_throttle} s of bytes over the throttle)"
-    if "finish sooner" in str(proposal.get("estimateNote", "")):
+    if proposal.estimate_at_throttle_seconds is not None:
+        summary += f" ({proposal.estimate_at_throttle_seconds} s of bytes over the throttle)"
+    if "finish sooner" in proposal.estimate_note:
         summary += "; the proposal expected Kafka's replication quota to let the moves through sooner"
-    return {"estimatedSeconds": estimated, "tookSeconds": took_seconds, "summary": summary[:1024]}
+    return Duration(estimated_seconds=estimated, took_seconds=took_seconds, summary=summary[:1024])
 
 
 def _whole(seconds: float | None) -> int | None:
     return None if seconds is None else max(0, round(seconds))
 
 
-def summary_status(metrics: PlanMetrics) -> dict[str, Any]:
+def summary_status(metrics: PlanMetrics) -> PlanSummary:
     """``status.summary``: what the proposal changes, broker by broker."""
     before = {b.broker: b for b in metrics.brokers_before}
     after = {b.broker: b for b in metrics.brokers_after}
-    brokers = [{"id": broker,
-                "bytesBefore": before[broker].bytes if broker in before else 0,
-                "bytesAfter": after[broker].bytes if broker in after else 0,
-                "replicasBefore": before[broker].replicas if broker in before else 0,
-                "replicasAfter": after[broker].replicas if broker in after else 0,
-                "leadersBefore": before[broker].leaders if broker in before else 0,
-                "leadersAfter": after[broker].leaders if broker in after else 0}
+    brokers = [BrokerLoad(id=broker,
+                          bytes_before=before[broker].bytes if broker in before else 0,
+                          bytes_after=after[broker].bytes if broker in after else 0,
+                          replicas_before=before[broker].replicas if broker in before else 0,
+                          replicas_after=after[broker].replicas if broker in after else 0,
+                          leaders_before=before[broker].leaders if broker in before else 0,
+                          leaders_after=after[broker].leaders if broker in after else 0)
                for broker in sorted(set(before) | set(after))]
-    return {"partitions": metrics.partitions_changed, "replicaMoves": metrics.replicas_to_move,
-            "bytesToMove": metrics.bytes_to_move, "leaderChanges": metrics.leader_changes,
-            "lowerBoundBytes": metrics.lower_bound_bytes, "offlinePartitions": metrics.offline_partitions,
-            "offlineExamples": list(metrics.offline_examples), "bandReached": metrics.band_reached,
-            "maxOverMean": metrics.balance_after.bytes if metrics.balance_after else None,
-            "minOverMean": metrics.balance_after.bytes_min if metrics.balance_after else None,
-            "note": metrics.message[:1024], "brokers": brokers}
+    return PlanSummary(partitions=metrics.partitions_changed, replica_moves=metrics.replicas_to_move,
+                       bytes_to_move=metrics.bytes_to_move, leader_changes=metrics.leader_changes,
+                       lower_bound_bytes=metrics.lower_bound_bytes, offline_partitions=metrics.offline_partitions,
+                       offline_examples=list(metrics.offline_examples), band_reached=metrics.band_reached,
+                       max_over_mean=metrics.balance_after.bytes if metrics.balance_after else None,
+                       min_over_mean=metrics.balance_after.bytes_min if metrics.balance_after else None,
+                       note=metrics.message[:1024], brokers=brokers)
