@@ -61,8 +61,8 @@ def ports(kafka: Any, *, executor: ClusterExecutor | None = None, owner: Owner =
         look=lambda topics: found.looks.after(start, topics),
         send=lambda targets, allow: found.send(owner, targets, allow_replication_factor_change=allow),
         elect=found.elect,
-        ensure_throttle=lambda rate, moves, previous, live: found.throttles.ensure(
-            key, found.kafka(), rate, moves, previous=previous, index=index(), save=save_throttle, live_brokers=live),
+        ensure_throttle=lambda wanted, previous, live: found.throttles.ensure(
+            key, found.kafka(), wanted, previous=previous, index=index(), save=save_throttle, live_brokers=live),
         remove_throttle=lambda journal, live: found.throttles.remove(
             key, found.kafka(), journal, index=index(), save=save_throttle, live_brokers=live),
         save_originals=save_originals,

@@ -25,6 +25,7 @@ from kpo.domain.throttle import (
     LEADER_REPLICAS,
     ConfigChange,
     ThrottleJournal,
+    plan,
 )
 from kpo.execution.executor import NotLeading
 from kpo.execution.observation import SharedLooks
@@ -225,9 +226,9 @@ def test_a_shared_broker_rate_is_taken_back_by_the_last_resource_to_end_whatever
         ledger = executor.throttles
         p0, p1 = TopicPartition("a", 0), TopicPartition("a", 1)
         # Neither resource's status says anything yet (the index is empty): only the ledger knows.
-        first = ledger.ensure("ns/first", cluster, 1000, {p0: ((1, 2), (1, 3))}, previous=ThrottleJournal(),  # type: ignore[arg-type]
+        first = ledger.ensure("ns/first", cluster, plan(1000, {p0: ((1, 2), (1, 3))}), previous=ThrottleJournal(),  # type: ignore[arg-type]
                               index={}, save=lambda _j: None, live_brokers={1, 2, 3})
-        second = ledger.ensure("ns/second", cluster, 1000, {p1: ((1, 2), (1, 3))}, previous=ThrottleJournal(),  # type: ignore[arg-type]
+        second = ledger.ensure("ns/second", cluster, plan(1000, {p1: ((1, 2), (1, 3))}), previous=ThrottleJournal(),  # type: ignore[arg-type]
                                index={}, save=lambda _j: None, live_brokers={1, 2, 3})
         assert first.brokers == second.brokers == {1, 2, 3}
         order = [("ns/first", first), ("ns/second", second)]
@@ -246,7 +247,7 @@ def test_a_users_rate_is_never_taken_and_never_removed() -> None:
     cluster.configs[("broker", "1")] = {LEADER_RATE: "7", FOLLOWER_RATE: "7"}
     cluster.configs[("topic", "a")] = {LEADER_REPLICAS: "9:9"}
     ledger = executor_for(cluster).throttles
-    mine = ledger.ensure("ns/r", cluster, 1000, {TopicPartition("a", 0): ((1, 2), (1, 3))},  # type: ignore[arg-type]
+    mine = ledger.ensure("ns/r", cluster, plan(1000, {TopicPartition("a", 0): ((1, 2), (1, 3))}),  # type: ignore[arg-type]
                          previous=ThrottleJournal(), index={}, save=lambda _j: None, live_brokers={1, 2, 3})
     assert 1 not in mine.brokers
     assert cluster.configs[("topic", "a")][FOLLOWER_REPLICAS] == "0:3"

@@ -176,12 +176,12 @@ def test_reachable_keeps_topic_changes_and_the_live_brokers_rates_only() -> None
 def test_ensure_with_a_destination_broker_down_throttles_the_rest_and_adds_the_broker_when_it_is_back() -> None:
     moves = {A0: ((1, 2), (1, 3))}
     kafka, saved = _Kafka(down={3}), []
-    mine = ensure(kafka, 1000, moves, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+    mine = ensure(kafka, plan(1000, moves), previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
                   live_brokers={1, 2})
     assert mine.brokers == {1, 2}, "the down broker is not recorded: nothing was applied to it"
     assert {(c.resource, c.name) for c in kafka.applied} == {("broker", "1"), ("broker", "2"), ("topic", "a")}
     back = _Kafka()
-    mine = ensure(back, 1000, moves, previous=mine, others=[], save=saved.append,  # type: ignore[arg-type]
+    mine = ensure(back, plan(1000, moves), previous=mine, others=[], save=saved.append,  # type: ignore[arg-type]
                   live_brokers={1, 2, 3})
     assert mine.brokers == {1, 2, 3}
     assert ("broker", "3") in {(c.resource, c.name) for c in back.applied}
@@ -191,7 +191,7 @@ def test_ensure_with_a_destination_broker_down_throttles_the_rest_and_adds_the_b
 def test_ensure_never_asks_a_down_broker_it_throttled_before() -> None:
     before = ThrottleJournal(rate=1000, brokers=frozenset({1, 2, 3}), follower_replicas={"a": frozenset({"0:3"})})
     kafka = _Kafka(down={3})
-    mine = ensure(kafka, 1000, {A0: ((1, 2), (1, 3))}, previous=before, others=[], save=[].append,  # type: ignore[arg-type]
+    mine = ensure(kafka, plan(1000, {A0: ((1, 2), (1, 3))}), previous=before, others=[], save=[].append,  # type: ignore[arg-type]
                   live_brokers={1, 2})
     assert mine.brokers == {1, 2, 3}, "still kpo's to take back once the broker returns"
     assert all(c.name != "3" for c in kafka.applied)
@@ -237,7 +237,7 @@ MOVES = {A0: ((1, 2), (2, 3))}
 def test_a_throttle_refused_everywhere_leaves_an_empty_journal() -> None:
     kafka, saved = _Refusing({("broker", "1"), ("broker", "2"), ("broker", "3"), ("topic", "a")}), []
     try:
-        ensure(kafka, 1000, MOVES, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+        ensure(kafka, plan(1000, MOVES), previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
                live_brokers={1, 2, 3})
     except KafkaRequestRefused as exc:
         assert exc.refusal.code == "CLUSTER_AUTHORIZATION_FAILED"
@@ -251,7 +251,7 @@ def test_a_throttle_refused_everywhere_leaves_an_empty_journal() -> None:
 def test_a_throttle_refused_for_a_topic_keeps_the_brokers_it_set() -> None:
     kafka, saved = _Refusing({("topic", "a")}), []
     try:
-        ensure(kafka, 1000, MOVES, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+        ensure(kafka, plan(1000, MOVES), previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
                live_brokers={1, 2, 3})
     except KafkaRequestRefused:
         pass
@@ -263,6 +263,6 @@ def test_a_throttle_refused_for_a_topic_keeps_the_brokers_it_set() -> None:
 
 def test_a_throttle_applied_in_full_keeps_the_whole_journal() -> None:
     kafka, saved = _Refusing(set()), []
-    mine = ensure(kafka, 1000, MOVES, previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
+    mine = ensure(kafka, plan(1000, MOVES), previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
                   live_brokers={1, 2, 3})
     assert saved == [mine] and mine.brokers == {1, 2, 3} and mine.topics == {"a"}

@@ -406,3 +406,45 @@ def test_without_brokers_to_lead_nothing_only_the_moved_partitions_are_elected()
     done = reconciler.tick(Inputs(body, moving({P0: (3, 1)}, elect_leaders_after=True), memory, NOW), ports)
     assert done is not None and cluster.asked == [P0]
     assert "awayFrom" not in done.status["leaderElection"]
+
+
+# ------------------------------------------------------------------ the intra-broker throttle (logDirThrottle, #30)
+
+
+class TwoDirs(Recording):
+    """Brokers with log dirs /a and /b; orders-0's replica on broker 2 sits in ``dir_of_2`` until it is moved."""
+
+    dir_of_2 = "/a"
+
+    def log_dirs(self, topics: Any, brokers: Any) -> Any:
+        report = super().log_dirs(topics, brokers)
+        dirs = {(tp, b): "/a" for tp, r in self.replicas.items() for b in r} | {(P0, 2): self.dir_of_2}
+        return replace(report, broker_dirs={b: frozenset({"/a", "/b"}) for b in (1, 2, 3, 4)}, replica_dirs=dirs)
+
+    def alter_replica_log_dirs(self, moves: Any) -> Any:
+        answers = super().alter_replica_log_dirs(moves)
+        self.dir_of_2 = moves[(P0, 2)]
+        return answers
+
+
+def test_the_log_dir_throttle_is_journaled_and_set_before_the_log_dir_move_and_taken_back_after_it() -> None:
+    cluster = TwoDirs({P0: (1, 2)})
+    intent = Intent(generation=1, targets={P0: Target((1, 2), ("any", "/b"))}, log_dir_throttle=5000)
+    outcome = tick(cluster, intent, Memory())
+    assert cluster.writes() == ["save throttle journal", "set broker 2", "alter_replica_log_dirs"], \
+        "only broker 2 copies between its own dirs; the rate is journaled, then set, then the copy asked for"
+    assert outcome.status["phase"] == "Executing"
+    assert outcome.status["throttle"] | {"topics": []} == {"rate": 0, "brokers": [], "topics": [],
+                                                           "logDirRate": 5000, "logDirBrokers": [2]}
+    cluster.log.clear()
+    done = tick(cluster, intent, memory_of(outcome.status, {}), outcome.status)
+    assert done.status["phase"] == "Succeeded"
+    assert cluster.writes() == ["delete broker 2", "save throttle journal"]
+    assert done.status["throttle"] is None, "removed from the status (merge patch)"
+    assert cluster.journal.empty
+
+
+def test_without_a_log_dir_throttle_a_log_dir_move_sets_nothing() -> None:
+    cluster = TwoDirs({P0: (1, 2)})
+    tick(cluster, Intent(generation=1, targets={P0: Target((1, 2), ("any", "/b"))}), Memory())
+    assert cluster.writes() == ["alter_replica_log_dirs"]

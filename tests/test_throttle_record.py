@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kpo.domain.model import TopicPartition
-from kpo.domain.throttle import FOLLOWER_RATE, LEADER_RATE, ThrottleJournal
+from kpo.domain.throttle import FOLLOWER_RATE, LEADER_RATE, ThrottleJournal, plan
 from kpo.execution.ledger import ThrottleLedger
 from kpo.k8s.throttle_record import COMPRESSED, data_key, decode, encode, record_name, resource_key
 from test_cluster_executor import ThrottledCluster
@@ -48,7 +48,7 @@ class Record:
 
 def _ensure(ledger: ThrottleLedger, cluster: ThrottledCluster, key: str, tp: TopicPartition,
             previous: ThrottleJournal = NOTHING) -> ThrottleJournal:
-    return ledger.ensure(key, cluster, 1000, {tp: ((1, 2), (1, 3))}, previous=previous,  # type: ignore[arg-type]
+    return ledger.ensure(key, cluster, plan(1000, {tp: ((1, 2), (1, 3))}), previous=previous,  # type: ignore[arg-type]
                          index={}, save=lambda _j: None, live_brokers=LIVE)
 
 

@@ -325,6 +325,14 @@ class Execution(ApiModel):
         "replication rates, throttled replica lists). Removed when this resource's last move ends; throttles set "
         "by others are left alone. Omitted: no throttle.",
     )
+    log_dir_throttle: StrictInt | None = Field(
+        default=None,
+        ge=1024,
+        description="Intra-broker throttle in bytes/s (replica.alter.log.dirs.io.max.bytes.per.second) on each "
+        "broker that moves a replica between its own log dirs (logDirs), as kafka-reassign-partitions' "
+        "--replica-alter-log-dirs-throttle. Removed when this resource's last move ends; a rate set by others is "
+        "left alone. Omitted: no intra-broker throttle.",
+    )
     elect_leaders_after: StrictBool = Field(
         default=False,
         description="When every move has finished, run a preferred leader election for the moved partitions so "
@@ -690,6 +698,9 @@ class ThrottleStatus(StatusModel):
                                description="Brokers whose throttled rates kpo set (a rate someone else had set is "
                                "left alone and not listed).")
     topics: list[ThrottledTopic] = Field(default_factory=list, description="Replica entries kpo added, by topic.")
+    log_dir_rate: int | None = Field(default=None, ge=0, description="Bytes/s set as the intra-broker throttle "
+                                     "(replica.alter.log.dirs.io.max.bytes.per.second, execution.logDirThrottle).")
+    log_dir_brokers: list[int] | None = Field(default=None, description="Brokers whose intra-broker rate kpo set.")
 
 
 class CordonedBroker(StatusModel):

@@ -18,6 +18,12 @@ back, but that must neither keep the topics' replica lists in place nor hide wha
 exactly the entities not yet cleaned (:meth:`ThrottleJournal.without`), the status lists them
 (:func:`describe_pending`), and the next attempt takes back only those.
 
+The intra-broker throttle (``spec.execution.logDirThrottle``, kafka-reassign-partitions'
+``--replica-alter-log-dirs-throttle``) is the broker config ``replica.alter.log.dirs.io.max.bytes.per.second``: it caps
+how fast a broker copies a replica from one of its log dirs to another (AlterReplicaLogDirs). It is journaled and
+shared exactly like the replication rates, with its own rate and its own brokers (those with a replica to move
+between dirs), and taken back with them, broker by broker.
+
 Setting goes entity by entity too: Kafka may refuse some of them (a principal that may describe but not alter
 configs). The journal written beforehand is then cut back to what was applied (:func:`applied_only`). A broker that
 is down is not asked at all: the topics' lists and the live brokers' rates are set, the down broker's rates when it
@@ -36,7 +42,10 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 BROKER_KEYS = (LEADER_RATE, FOLLOWER_RATE)
+#: Every broker key kpo may hold: what is read of a broker before any of them is set or taken back.
+HELD_BROKER_KEYS = (*BROKER_KEYS, LOG_DIR_RATE)
 TOPIC_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 
 #: How a condition message names throttles still set after a terminal phase (see ``cleanup_pending``).
@@ -56,20 +65,26 @@ class ConfigChange:
 
 @dataclass(frozen=True)
 class ThrottlePlan:
-    """What a resource's moves need throttled: every broker they touch, and the replicas on each side."""
+    """What a resource's moves need throttled: every broker they touch, and the replicas on each side; and the
+    brokers that move replicas between their own log dirs, at ``log_dir_rate``."""
 
     rate: int
     brokers: frozenset[int]
     leader_replicas: Mapping[str, frozenset[str]]
     follower_replicas: Mapping[str, frozenset[str]]
+    log_dir_rate: int = 0
+    log_dir_brokers: frozenset[int] = frozenset()
 
 
-def plan(rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]]) -> ThrottlePlan:
-    """Throttle what ``moves`` (partition -> (original, target)) copy, the way kafka-reassign-partitions does."""
+def plan(rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]], *, log_dir_rate: int = 0,
+         log_dir_brokers: Iterable[int] = ()) -> ThrottlePlan:
+    """Throttle what ``moves`` (partition -> (original, target)) copy, the way kafka-reassign-partitions does, at
+    ``rate`` (0: no replication throttle), and the log dir moves of ``log_dir_brokers`` at ``log_dir_rate``."""
     brokers: set[int] = set()
     leader: dict[str, set[str]] = {}
     follower: dict[str, set[str]] = {}
-    for tp, (original, target) in moves.items():
+    dir_brokers = frozenset(log_dir_brokers) if log_dir_rate > 0 else frozenset()
+    for tp, (original, target) in moves.items() if rate > 0 else ():
         added = [b for b in target if b not in original]
         if not added:
             continue
@@ -79,7 +94,8 @@ def plan(rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]]) -
         follower.setdefault(tp.topic, set()).update(f"{tp.partition}:{b}" for b in added)
     return ThrottlePlan(rate=rate, brokers=frozenset(brokers),
                         leader_replicas={t: frozenset(v) for t, v in leader.items()},
-                        follower_replicas={t: frozenset(v) for t, v in follower.items()})
+                        follower_replicas={t: frozenset(v) for t, v in follower.items()},
+                        log_dir_rate=log_dir_rate if dir_brokers else 0, log_dir_brokers=dir_brokers)
 
 
 @dataclass(frozen=True)
@@ -90,20 +106,31 @@ class ThrottleJournal:
     brokers: frozenset[int] = frozenset()
     leader_replicas: Mapping[str, frozenset[str]] = field(default_factory=dict)
     follower_replicas: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: The intra-broker rate and the brokers it was set on (replica.alter.log.dirs.io.max.bytes.per.second).
+    log_dir_rate: int = 0
+    log_dir_brokers: frozenset[int] = frozenset()
 
     @property
     def empty(self) -> bool:
-        return not self.brokers and not any(self.leader_replicas.values()) and not any(
-            self.follower_replicas.values())
+        return not self.brokers and not self.log_dir_brokers and not any(self.leader_replicas.values()) \
+            and not any(self.follower_replicas.values())
+
+    @property
+    def all_brokers(self) -> frozenset[int]:
+        """Every broker with a rate of this journal's: one config entity each, set and taken back as a whole."""
+        return self.brokers | self.log_dir_brokers
 
     def to_json(self) -> dict[str, Any]:
         topics = sorted(set(self.leader_replicas) | set(self.follower_replicas))
-        return {
+        written: dict[str, Any] = {
             "rate": self.rate,
             "brokers": sorted(self.brokers),
             "topics": [{"topic": t, "leader": sorted(self.leader_replicas.get(t, ())),
                         "follower": sorted(self.follower_replicas.get(t, ()))} for t in topics],
         }
+        if self.log_dir_brokers:
+            written |= {"logDirRate": self.log_dir_rate, "logDirBrokers": sorted(self.log_dir_brokers)}
+        return written
 
     def without(self, *, brokers: Iterable[int] = (), topics: Iterable[str] = ()) -> ThrottleJournal:
         """The journal once the rates of ``brokers`` and the replica lists of ``topics`` have been taken back."""
@@ -111,7 +138,8 @@ class ThrottleJournal:
         return ThrottleJournal(
             rate=self.rate, brokers=self.brokers - gone_brokers,
             leader_replicas={t: v for t, v in self.leader_replicas.items() if t not in gone_topics},
-            follower_replicas={t: v for t, v in self.follower_replicas.items() if t not in gone_topics})
+            follower_replicas={t: v for t, v in self.follower_replicas.items() if t not in gone_topics},
+            log_dir_rate=self.log_dir_rate, log_dir_brokers=self.log_dir_brokers - gone_brokers)
 
     @property
     def topics(self) -> frozenset[str]:
@@ -124,7 +152,9 @@ class ThrottleJournal:
         topics = data.get("topics") or []
         return cls(rate=int(data.get("rate") or 0), brokers=frozenset(int(b) for b in data.get("brokers") or []),
                    leader_replicas={t["topic"]: frozenset(t["leader"]) for t in topics if t.get("leader")},
-                   follower_replicas={t["topic"]: frozenset(t["follower"]) for t in topics if t.get("follower")})
+                   follower_replicas={t["topic"]: frozenset(t["follower"]) for t in topics if t.get("follower")},
+                   log_dir_rate=int(data.get("logDirRate") or 0),
+                   log_dir_brokers=frozenset(int(b) for b in data.get("logDirBrokers") or []))
 
 
 def _entries(value: str | None) -> set[str]:
@@ -160,9 +190,17 @@ def journal(wanted: ThrottlePlan, previous: ThrottleJournal, broker_configs: Map
                 continue  # every replica of the topic is throttled already, by someone else
             shared = {e for j in others for e in getattr(j, attr).get(topic, ())}
             mine.setdefault(topic, set()).update(e for e in entries if e not in listed or e in shared)
-    return ThrottleJournal(rate=wanted.rate, brokers=frozenset(brokers),
+    others_dir_brokers = {b for j in others for b in j.log_dir_brokers}
+    dir_brokers = set(previous.log_dir_brokers)
+    for broker in wanted.log_dir_brokers:
+        already = bool(broker_configs.get(broker, {}).get(LOG_DIR_RATE))
+        if broker in dir_brokers or broker in others_dir_brokers or not already:
+            dir_brokers.add(broker)
+    return ThrottleJournal(rate=wanted.rate or previous.rate, brokers=frozenset(brokers),
                            leader_replicas={t: frozenset(v) for t, v in leader.items() if v},
-                           follower_replicas={t: frozenset(v) for t, v in follower.items() if v})
+                           follower_replicas={t: frozenset(v) for t, v in follower.items() if v},
+                           log_dir_rate=wanted.log_dir_rate or previous.log_dir_rate,
+                           log_dir_brokers=frozenset(dir_brokers))
 
 
 def reachable(changes: Iterable[ConfigChange], live_brokers: Iterable[int]) -> list[ConfigChange]:
@@ -181,23 +219,34 @@ def apply_changes(mine: ThrottleJournal, broker_configs: Mapping[int, Mapping[st
     and one rate per broker must not flip between two resources' values on every tick.
     """
     changes: list[ConfigChange] = []
-    shared: dict[int, int] = {}
-    for other in held_by_others:
-        for broker in other.brokers:
-            if other.rate > 0:
-                shared[broker] = min(shared.get(broker, other.rate), other.rate)
-    for broker in sorted(mine.brokers):
-        rate = str(min(mine.rate, shared.get(broker, mine.rate)))
+    others = list(held_by_others)
+    shared = _lowest(others, "rate", "brokers")
+    dir_shared = _lowest(others, "log_dir_rate", "log_dir_brokers")
+    for broker in sorted(mine.all_brokers):
         configured = broker_configs.get(broker, {})
-        for key in BROKER_KEYS:
-            if configured.get(key) != rate:
-                changes.append(ConfigChange("broker", str(broker), key, "SET", rate))
+        wanted: list[tuple[str, int]] = []
+        if broker in mine.brokers and mine.rate > 0:
+            wanted += [(key, min(mine.rate, shared.get(broker, mine.rate))) for key in BROKER_KEYS]
+        if broker in mine.log_dir_brokers and mine.log_dir_rate > 0:
+            wanted.append((LOG_DIR_RATE, min(mine.log_dir_rate, dir_shared.get(broker, mine.log_dir_rate))))
+        changes.extend(ConfigChange("broker", str(broker), key, "SET", str(rate))
+                       for key, rate in wanted if configured.get(key) != str(rate))
     for side, key in ((mine.leader_replicas, LEADER_REPLICAS), (mine.follower_replicas, FOLLOWER_REPLICAS)):
         for topic, entries in sorted(side.items()):
             missing = sorted(entries - _entries(topic_configs.get(topic, {}).get(key)))
             if missing:
                 changes.append(ConfigChange("topic", topic, key, "APPEND", ",".join(missing)))
     return changes
+
+
+def _lowest(journals: Iterable[ThrottleJournal], rate: str, brokers: str) -> dict[int, int]:
+    """Per broker, the lowest ``rate`` the ``journals`` holding it there ask for."""
+    lowest: dict[int, int] = {}
+    for journal in journals:
+        value = getattr(journal, rate)
+        for broker in getattr(journal, brokers) if value > 0 else ():
+            lowest[broker] = min(lowest.get(broker, value), value)
+    return lowest
 
 
 def entity(change: ConfigChange) -> tuple[str, str]:
@@ -212,13 +261,15 @@ def applied_only(mine: ThrottleJournal, previous: ThrottleJournal, refused: Iter
     not applied — it would be "taken back" later, hold the resource's partitions, and keep its finalizer waiting."""
     gone = set(refused)
     brokers = {b for b in mine.brokers if ("broker", str(b)) not in gone or b in previous.brokers}
+    dir_brokers = {b for b in mine.log_dir_brokers if ("broker", str(b)) not in gone or b in previous.log_dir_brokers}
     topics = {name for kind, name in gone if kind == "topic"}
     leader = {t: v for t, v in mine.leader_replicas.items() if t not in topics}
     follower = {t: v for t, v in mine.follower_replicas.items() if t not in topics}
     leader.update({t: v for t, v in previous.leader_replicas.items() if t in topics})
     follower.update({t: v for t, v in previous.follower_replicas.items() if t in topics})
     return ThrottleJournal(rate=mine.rate, brokers=frozenset(brokers), leader_replicas=leader,
-                           follower_replicas=follower)
+                           follower_replicas=follower, log_dir_rate=mine.log_dir_rate,
+                           log_dir_brokers=frozenset(dir_brokers))
 
 
 def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJournal],
@@ -233,6 +284,8 @@ def removal_changes(mine: ThrottleJournal, held_by_others: Iterable[ThrottleJour
     changes: list[ConfigChange] = []
     for broker in sorted(mine.brokers - others_brokers):
         changes.extend(ConfigChange("broker", str(broker), key, "DELETE") for key in BROKER_KEYS)
+    for broker in sorted(mine.log_dir_brokers - {b for j in others for b in j.log_dir_brokers}):
+        changes.append(ConfigChange("broker", str(broker), LOG_DIR_RATE, "DELETE"))
     for side, key, attr in ((mine.leader_replicas, LEADER_REPLICAS, "leader_replicas"),
                             (mine.follower_replicas, FOLLOWER_REPLICAS, "follower_replicas")):
         for topic, entries in sorted(side.items()):
@@ -256,6 +309,8 @@ def describe_pending(left: ThrottleJournal, unreachable: Iterable[int] = ()) -> 
         parts.append(f"replica lists of topic(s) {', '.join(sorted(left.topics))}")
     if left.brokers:
         parts.append(f"rates of broker(s) {sorted(left.brokers)}")
-    waiting = sorted(down & left.brokers)
+    if left.log_dir_brokers:
+        parts.append(f"log dir rates of broker(s) {sorted(left.log_dir_brokers)}")
+    waiting = sorted(down & left.all_brokers)
     because = f" (broker(s) {waiting} not available: retried until they return)" if waiting else ""
     return f"{CLEANUP_PENDING_PREFIX}: {' and '.join(parts)}{because}"

@@ -34,8 +34,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
-from kpo.domain.model import Replicas, TopicPartition
-from kpo.domain.throttle import ConfigChange, ThrottleJournal
+from kpo.domain.throttle import ConfigChange, ThrottleJournal, ThrottlePlan
 from kpo.execution import throttles
 from kpo.kafka.admin import KafkaAdmin
 
@@ -193,9 +192,8 @@ class ThrottleLedger:
             return result
         return saved
 
-    def ensure(self, key: str, kafka: KafkaAdmin, rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]],
-               *, previous: ThrottleJournal, index: Mapping[str, ThrottleJournal], save: Save,
-               live_brokers: Collection[int]) -> ThrottleJournal:
+    def ensure(self, key: str, kafka: KafkaAdmin, wanted: ThrottlePlan, *, previous: ThrottleJournal,
+               index: Mapping[str, ThrottleJournal], save: Save, live_brokers: Collection[int]) -> ThrottleJournal:
         """:func:`throttles.ensure` for resource ``key``, alone on this cluster while it runs."""
         with self._lock:
             self._read_record()
@@ -204,7 +202,7 @@ class ThrottleLedger:
                 # the record before anything more is applied.
                 self._write_record(key, previous)
             others = self.others(key, index)
-            mine = throttles.ensure(self._cached(kafka, [previous, *others]), rate, moves, previous=previous,
+            mine = throttles.ensure(self._cached(kafka, [previous, *others]), wanted, previous=previous,
                                     others=others, save=self._recording(key, save), live_brokers=live_brokers)
             self._set(key, mine)
             return mine
@@ -247,6 +245,6 @@ class ThrottleLedger:
             self._set(key, ThrottleJournal())
 
     def _cached(self, kafka: KafkaAdmin, held: Sequence[ThrottleJournal]) -> KafkaAdmin:
-        brokers = frozenset(b for j in held for b in j.brokers)
+        brokers = frozenset(b for j in held for b in j.all_brokers)
         topics = frozenset(t for j in held for t in j.topics)
         return cast(KafkaAdmin, _CachedKafka(kafka, self._cache, brokers, topics))

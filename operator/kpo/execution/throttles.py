@@ -12,15 +12,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from kpo.domain import throttle as rules
-from kpo.domain.model import Replicas, TopicPartition
-from kpo.domain.throttle import ThrottleJournal
+from kpo.domain.throttle import ThrottleJournal, ThrottlePlan
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 
 
-def ensure(kafka: KafkaAdmin, rate: int, moves: Mapping[TopicPartition, tuple[Replicas, Replicas]], *,
-           previous: ThrottleJournal, others: Sequence[ThrottleJournal],
+def ensure(kafka: KafkaAdmin, wanted: ThrottlePlan, *, previous: ThrottleJournal, others: Sequence[ThrottleJournal],
            save: Callable[[ThrottleJournal], object], live_brokers: Collection[int]) -> ThrottleJournal:
-    """Make the throttle for ``moves`` be in place; returns the journal (saved before anything is applied).
+    """Make the throttle ``wanted`` (:func:`kpo.domain.throttle.plan`) be in place; returns the journal (saved
+    before anything is applied).
 
     One entity (broker, topic) at a time: when Kafka refuses one, the journal is cut back to what was applied and
     the refusal is raised. A broker that is not live is neither read nor written: librdkafka sends a broker's configs
@@ -29,10 +28,10 @@ def ensure(kafka: KafkaAdmin, rate: int, moves: Mapping[TopicPartition, tuple[Re
     back.
     """
     live = frozenset(live_brokers)
-    wanted = rules.plan(rate, moves)
-    wanted = replace(wanted, brokers=wanted.brokers & live)
+    wanted = replace(wanted, brokers=wanted.brokers & live, log_dir_brokers=wanted.log_dir_brokers & live)
     topics = set(wanted.leader_replicas) | set(wanted.follower_replicas)
-    brokers = kafka.broker_configs((wanted.brokers | previous.brokers) & live, rules.BROKER_KEYS)
+    brokers = kafka.broker_configs((wanted.brokers | wanted.log_dir_brokers | previous.all_brokers) & live,
+                                   rules.HELD_BROKER_KEYS)
     topic_configs = kafka.topic_configs(topics, rules.TOPIC_KEYS) if topics else {}
     mine = rules.journal(wanted, previous, brokers, topic_configs, others)
     if mine != previous:
@@ -75,7 +74,7 @@ def remove(kafka: KafkaAdmin, journal: ThrottleJournal, others: Sequence[Throttl
         mine = [c for c in changes if c.resource == "topic" and c.name == topic]
         if _apply(kafka, mine):
             left = left.without(topics=[topic])
-    for broker in sorted(journal.brokers):
+    for broker in sorted(journal.all_brokers):
         if live_brokers is not None and broker not in live_brokers:
             continue
         mine = [c for c in changes if c.resource == "broker" and c.name == str(broker)]

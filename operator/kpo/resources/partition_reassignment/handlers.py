@@ -127,8 +127,8 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True, store: Ro
         look=lambda topics: executor.looks.after(began, topics),
         send=lambda targets, allow: executor.send(owner, targets, allow_replication_factor_change=allow),
         elect=executor.elect,
-        ensure_throttle=lambda rate, moves, previous, live: executor.throttles.ensure(
-            me.key, executor.kafka(), rate, moves, previous=previous, index=index, save=save_throttle,
+        ensure_throttle=lambda wanted, previous, live: executor.throttles.ensure(
+            me.key, executor.kafka(), wanted, previous=previous, index=index, save=save_throttle,
             live_brokers=live),
         remove_throttle=lambda journal, live: executor.throttles.remove(
             me.key, executor.kafka(), journal, index=index, save=save_throttle, live_brokers=live),

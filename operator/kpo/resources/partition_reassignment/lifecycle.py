@@ -147,6 +147,8 @@ class Intent:
     # KAFKA-6794: one new replica at a time, each step submitted once the previous one is fully in sync.
     incremental: bool = False
     throttle: int | None = None
+    #: Bytes/s for the replicas moving between the log dirs of one broker (None: no intra-broker throttle).
+    log_dir_throttle: int | None = None
     elect_leaders_after: bool = False
     # Kafka's internal topics are off limits, and a shorter replica list is refused, unless the spec says otherwise.
     allow_internal_topics: bool = False

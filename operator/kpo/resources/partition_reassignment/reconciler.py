@@ -21,9 +21,10 @@ from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal, CordonState
 from kpo.domain.leaders_away import ELECTION_NOT_NEEDED, LeadersAway, leaders_away
 from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, PartitionState, Replicas, TopicPartition
-from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, settled
+from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, misplaced_dirs, settled
 from kpo.domain.refill import Work, remaining_bytes
-from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, describe_pending
+from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, ThrottlePlan, describe_pending
+from kpo.domain.throttle import plan as throttle_plan
 from kpo.execution.observation import Look
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import KAFKA_UNAVAILABLE, Inputs, Outcome, RetryLater, unavailable_outcome
@@ -140,10 +141,9 @@ class Ports:
     look: Callable[[Collection[str]], Look]
     send: Callable[[Mapping[TopicPartition, Replicas | None], bool], dict[TopicPartition, KafkaRefusal | None]]
     elect: Callable[[Sequence[TopicPartition]], dict[TopicPartition, KafkaRefusal | None]]
-    #: The throttle for these moves (partition -> (original, target)) at this rate, given the journal so far and the
-    #: live brokers; returns the journal (saved before anything is applied).
-    ensure_throttle: Callable[[int, Mapping[TopicPartition, tuple[Replicas, Replicas]], ThrottleJournal,
-                               Collection[int]], ThrottleJournal]
+    #: The throttle these moves need (:func:`kpo.domain.throttle.plan`), given the journal so far and the live
+    #: brokers; returns the journal (saved before anything is applied).
+    ensure_throttle: Callable[[ThrottlePlan, ThrottleJournal, Collection[int]], ThrottleJournal]
     #: Take back what the journal holds (and no one else needs); returns what is left.
     remove_throttle: Callable[[ThrottleJournal, Collection[int] | None], ThrottleJournal]
     save_originals: Callable[[Mapping[TopicPartition, Replicas]], str]
@@ -333,15 +333,9 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     if recording:
         effects.rollback_name = ports.save_originals(recording)
         effects.recorded = recording
-    # 2. The throttle is in place (and journaled) before the moves it governs start; a paused resource keeps it for
-    #    the moves that run on (and follows a changed rate).
-    if intent.throttle and decision.phase in (Phase.EXECUTING, Phase.PAUSED, Phase.REVERTING) and (
-            decision.submit or effects.owned or waiting):
-        originals = {**memory.originals, **decision.save_originals}
-        moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
-                 for tp, t in decision.targets.items() if tp in view.partitions}
-        effects.journal = ports.ensure_throttle(intent.throttle, moves, ports.load_throttle(), _answering(view))
-        effects.rollback_name = effects.rollback_name or ports.records
+    # 2. The throttles are in place (and journaled) before the moves they govern start, the intra-broker one before
+    #    the log dir moves; a paused resource keeps them for the moves that run on (and follows a changed rate).
+    _ensure_throttles(intent, memory, decision, view=view, ports=ports, effects=effects, waiting=waiting)
     # 2b. KIP-1066: the brokers a RemoveBrokers drain empties are cordoned before its moves start, and only while it
     #     executes, pauses or has succeeded; any other phase takes the cordons back.
     wanted = intent.cordon if decision.phase in cordoning.HOLDING else frozenset()
@@ -387,7 +381,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     # The journal in the ConfigMap is the truth: it is written before any throttle is applied.
     # Entity by entity: what a down broker keeps is retried on every tick (a terminal phase with entries in
     # status.throttle still ticks) and named in the conditions meanwhile.
-    throttle_done = decision.phase in TERMINAL or not intent.throttle
+    throttle_done = decision.phase in TERMINAL or not (intent.throttle or intent.log_dir_throttle)
     if throttle_done and not effects.owned and (effects.journal is not None or decision.phase is not memory.phase):
         journal = ports.load_throttle()
         effects.journal = journal
@@ -404,6 +398,33 @@ def _progressing(status: Mapping[str, Any]) -> tuple[str, str]:
     """The reason and message of the Progressing condition the status shows ("" when none)."""
     progressing = condition_of(status, cond.PROGRESSING)
     return (progressing.reason, progressing.message) if progressing is not None else ("", "")
+
+
+def _ensure_throttles(intent: Intent, memory: Memory, decision: Decision, *, view: ClusterView, ports: Ports,
+                      effects: _Effects, waiting: Mapping[TopicPartition, Replicas]) -> None:
+    dir_brokers = _moving_between_dirs(decision, view)
+    if not (intent.throttle or intent.log_dir_throttle) or decision.phase not in (
+            Phase.EXECUTING, Phase.PAUSED, Phase.REVERTING) or not (
+            decision.submit or effects.owned or waiting or dir_brokers):
+        return
+    originals = {**memory.originals, **decision.save_originals}
+    moves = {tp: (originals.get(tp) or view.partitions[tp].replicas, t.replicas)
+             for tp, t in decision.targets.items() if tp in view.partitions}
+    wanted = throttle_plan(intent.throttle or 0, moves, log_dir_rate=intent.log_dir_throttle or 0,
+                           log_dir_brokers=dir_brokers)
+    effects.journal = ports.ensure_throttle(wanted, ports.load_throttle(), _answering(view))
+    effects.rollback_name = effects.rollback_name or ports.records
+
+
+def _moving_between_dirs(decision: Decision, view: ClusterView) -> frozenset[int]:
+    """The brokers that hold a replica of the resource's in a log dir other than the one its target names: they copy
+    it between their own dirs (AlterReplicaLogDirs), which the intra-broker throttle governs. A replica still to be
+    created on a broker by a move is not one of them: it is created in its dir."""
+    if decision.classification is None:
+        return frozenset()
+    return frozenset(broker for tp in decision.classification.of(PartitionStatus.LOG_DIRS)
+                     for (_tp, broker) in misplaced_dirs(tp, decision.targets[tp], view)
+                     if (tp, broker) in view.replica_dirs)
 
 
 def _answering(view: ClusterView) -> set[int]:

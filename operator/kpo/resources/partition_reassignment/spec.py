@@ -34,7 +34,7 @@ def intent_of(spec: PartitionReassignmentSpec, generation: int) -> Intent:
     return Intent(generation=generation, targets=targets_of(spec), stop=spec.stop,
                   revert_on_stop=spec.on_stop.value == "Revert",
                   incremental=spec.execution.strategy.value == "Incremental",
-                  throttle=spec.execution.throttle,
+                  throttle=spec.execution.throttle, log_dir_throttle=spec.execution.log_dir_throttle,
                   # A demotion is done when the demoted brokers lead nothing: the election is part of it.
                   elect_leaders_after=spec.execution.elect_leaders_after or _demotes(spec),
                   allow_internal_topics=spec.allow_internal_topics,
