@@ -1,0 +1,81 @@
+"""The intra-broker throttle on the real cluster (issue 30, item 3): ``execution.logDirThrottle`` sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers that copy a replica between their own log dirs
+while they copy, follows a changed rate, leaves a rate the user set alone, and is gone when the resource succeeds.
+Judged with Kafka's own ConfigCommand and DescribeLogDirs, not with kpo's status alone."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from e2e.kafka_support import create_topic, wait_for
+from e2e.kube_support import Resources
+from e2e.reassignment_support import fill, kafka
+from kpo.domain.model import TopicPartition
+from kpo.domain.throttle import LOG_DIR_RATE
+from kpo_testbed import Testbed
+
+KPR = "PartitionReassignment"
+SLOW = 102_400  # 100 KiB/s: ~6 MB take a minute, so the copy is seen in flight
+SLOWER = 81_920  # a changed rate, still slow enough for the copy to be seen in flight under it
+FAST = 52_428_800
+USERS_RATE = "7340032"
+
+pytestmark = pytest.mark.usefixtures("kpo_operator")
+
+
+def configs_of(testbed: Testbed, bootstrap_servers: str, broker: int) -> dict[str, str]:
+    """A broker's dynamic configs as kafka-configs.sh --describe prints them."""
+    out = testbed.state.kafka.run_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap_servers,
+                                       "--describe", "--entity-type", "brokers", "--entity-name", str(broker))
+    return dict(re.findall(r"^\s+([a-z.]+)=(\S*) sensitive=", out, flags=re.MULTILINE))
+
+
+def users_rate(testbed: Testbed, bootstrap_servers: str, broker: int, value: str | None) -> None:
+    change = ["--add-config", f"{LOG_DIR_RATE}={value}"] if value else ["--delete-config", LOG_DIR_RATE]
+    testbed.state.kafka.run_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap_servers, "--alter",
+                                 "--entity-type", "brokers", "--entity-name", str(broker), *change)
+
+
+def test_a_log_dir_move_runs_under_the_intra_broker_throttle_and_leaves_no_rate_behind(
+        testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+        resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 2, assignment=[[1], [2]])
+    fill(bootstrap_servers, topic_name, [0, 1], messages=600)
+    adapter = kafka(bootstrap_servers)
+    current = adapter.log_dirs([topic_name], [1, 2]).replica_dirs
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    other = {b: next(str(d) for d in testbed.state.kafka.log_dirs(b) if str(d) != current[(tp, b)])
+             for tp, b in ((tp0, 1), (tp1, 2))}
+    users_rate(testbed, bootstrap_servers, 2, USERS_RATE)
+    try:
+        resources.create(KPR, "dirs", {"partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [1], "logDirs": [other[1]]},
+            {"topic": topic_name, "partition": 1, "replicas": [2], "logDirs": [other[2]]},
+        ], "execution": {"logDirThrottle": SLOW}})
+        wait_for(lambda: (tp0, 1) in adapter.log_dirs([topic_name], [1]).future_dirs, 60,
+                 "broker 1 copying orders-0 into its other dir")
+        # While broker 1 copies: kpo's rate on broker 1, the user's on broker 2 as it was.
+        assert configs_of(testbed, bootstrap_servers, 1).get(LOG_DIR_RATE) == str(SLOW)
+        assert configs_of(testbed, bootstrap_servers, 2).get(LOG_DIR_RATE) == USERS_RATE
+        status = resources.status(KPR, "dirs")
+        assert status["phase"] == "Executing"
+        assert (status["throttle"]["logDirRate"], status["throttle"]["logDirBrokers"]) == (SLOW, [1])
+        # A changed rate is followed on the broker while the copy runs, not when it ends; 6 MB unthrottled would have
+        # been copied long before.
+        resources.patch_spec(KPR, "dirs", {"execution": {"logDirThrottle": SLOWER}})
+        wait_for(lambda: configs_of(testbed, bootstrap_servers, 1).get(LOG_DIR_RATE) == str(SLOWER), 60,
+                 "broker 1 at the new rate")
+        assert (tp0, 1) in adapter.log_dirs([topic_name], [1]).future_dirs, "still copying: throttled"
+        resources.patch_spec(KPR, "dirs", {"execution": {"logDirThrottle": FAST}})
+        resources.wait_phase(KPR, "dirs", "Succeeded", timeout=120)
+        report = adapter.log_dirs([topic_name], [1, 2])
+        assert (report.replica_dirs[(tp0, 1)], report.replica_dirs[(tp1, 2)]) == (other[1], other[2])
+        assert report.future_dirs == {}
+        assert LOG_DIR_RATE not in configs_of(testbed, bootstrap_servers, 1), "kpo's rate taken back"
+        assert configs_of(testbed, bootstrap_servers, 2).get(LOG_DIR_RATE) == USERS_RATE, "the user's kept"
+        assert "throttle" not in resources.status(KPR, "dirs")
+    finally:
+        users_rate(testbed, bootstrap_servers, 2, None)
