@@ -170,15 +170,42 @@ def assert_gauges_equal(reading: Reading, scraped: dict[str, float]) -> None:
     assert gauge(scraped, "balance_up") == 1
 
 
+def dir_shares(bootstrap_servers: str, brokers: list[int]) -> dict[tuple[int, str], float]:
+    """Each log dir's share of its file system in use, from DescribeLogDirs' total and usable bytes (KIP-827)."""
+    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        return {(broker, d["log_dir"]): 1 - int(d["usable_bytes"]) / int(d["total_bytes"])
+                for broker in brokers for answer in client.describe_log_dirs([], brokers=[broker])
+                for d in answer["log_dirs"]}
+    finally:
+        client.close()
+
+
+def assert_disk_gauges_match(bootstrap_servers: str, scraped: dict[str, float], testbed: Testbed) -> None:
+    """kpo's per-dir and per-broker disk gauges against Kafka's own report, read just after the sample (the disk
+    holds more than the test bed: a share may move a little between the two readings)."""
+    shares = dir_shares(bootstrap_servers, [1, 2, 3])
+    assert {d for _b, d in shares} == {str(d) for b in (1, 2, 3) for d in testbed.state.kafka.log_dirs(b)}
+    for (broker, log_dir), share in shares.items():
+        found = scraped[f'kpo_log_dir_used_ratio{{broker="{broker}",cluster="default",dir="{log_dir}"}}']
+        assert found == pytest.approx(share, abs=0.01), (broker, log_dir)
+        assert 0 < found < 1
+    for broker in (1, 2, 3):
+        mine = [s for (b, _d), s in shares.items() if b == broker]
+        found = scraped[f'kpo_broker_disk_used_ratio{{broker="{broker}",cluster="default"}}']
+        assert found == pytest.approx(sum(mine) / len(mine), abs=0.01), broker  # dirs of one size: the mean
+
+
 RATIOS = ("broker_bytes_max_over_mean", "broker_bytes_min_over_mean", "replicas_max_over_mean",
           "replicas_min_over_mean", "leaders_max_over_mean", "leaders_min_over_mean")
 
 
 def test_balance_gauges_match_kafka_and_follow_a_rebalance(
         balance_operator: OperatorProcess, kafka_admin: AdminClient, bootstrap_servers: str,
-        topic_name: str) -> None:
+        topic_name: str, testbed: Testbed) -> None:
     first, scraped = matched_sample(balance_operator, kafka_admin, bootstrap_servers, topic_name)
     assert_gauges_equal(first, scraped)
+    assert_disk_gauges_match(bootstrap_servers, scraped, testbed)
 
     # Unbalance: every partition of a new topic on broker 1 alone, ~1 MB each.
     create_topic(kafka_admin, topic_name, PARTITIONS, assignment=[[1]] * PARTITIONS)

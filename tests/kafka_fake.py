@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from kpo.domain.cordon import CORDONED_LOG_DIRS
 from kpo.domain.model import (
     Broker,
+    DirCapacity,
     KafkaRefusal,
     LogDirReport,
     OngoingReassignment,
@@ -86,6 +87,10 @@ class FakeCluster:
         if not self.replica_bytes:
             return LogDirReport()
         return LogDirReport(sizes={(tp, b): self.replica_bytes for tp, r in self.replicas.items() for b in r})
+
+    def dir_capacity(self, brokers: Collection[int]) -> dict[tuple[int, str], DirCapacity]:
+        self.called("dir_capacity")
+        return {}
 
     def topic_configs(self, topics: Collection[str], names: Collection[str]) -> dict[str, dict[str, str]]:
         self.called("topic_configs")

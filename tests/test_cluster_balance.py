@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kafka_fake import FakeCluster
 from kpo.background.balance_sampler import ClusterBalanceSampler, sample
 from kpo.domain.balance_score import BalanceScore
-from kpo.domain.model import Broker, LogDirReport, TopicPartition
+from kpo.domain.model import Broker, DirCapacity, LogDirReport, TopicPartition
 from kpo.kafka.admin import KafkaAdmin
 from kpo.metrics import ClusterBalances
 
@@ -29,6 +29,15 @@ class Cluster(FakeCluster):
             sizes={(tp, b): self.replica_bytes for tp, r in self.replicas.items() if tp.topic in topics
                    for b in r if b in brokers},
             broker_dirs={b: frozenset({"/data"}) for b in brokers})
+
+    def dir_capacity(self, brokers: Collection[int]) -> dict[tuple[int, str], DirCapacity]:
+        # Broker 1's disk is 3/4 full; broker 2 has two disks (1/4 and 3/4 full), 4 reports none (Kafka < 3.3).
+        super().dir_capacity(brokers)
+        return {(b, d): c for (b, d), c in CAPACITY.items() if b in brokers}
+
+
+CAPACITY = {(1, "/data"): DirCapacity(1000, 250), (2, "/data"): DirCapacity(1000, 750),
+            (2, "/data2"): DirCapacity(3000, 750), (3, "/data"): DirCapacity(1000, 1000)}
 
 
 def cluster() -> Cluster:
@@ -70,6 +79,28 @@ def test_the_gauges_per_cluster() -> None:
     text = scrape(balances)
     assert 'kpo_cluster_balance_up{cluster="default"} 0.0' in text
     assert 'kpo_cluster_rack_spread_violations{cluster="default"} 2.0' in text  # the last good sample stays
+
+
+def test_each_dir_and_broker_reports_its_share_of_disk_in_use() -> None:
+    kafka = cluster()
+    score = sample(kafka, topics_per_request=2)
+    assert score.dirs == CAPACITY
+    assert kafka.calls.count("dir_capacity") == 1, "once a sample, whatever the batches"
+    balances = ClusterBalances()
+    balances.sampled("default", score, at=1700000000.0)
+    text = scrape(balances)
+    assert 'kpo_log_dir_used_ratio{broker="1",cluster="default",dir="/data"} 0.75' in text
+    assert 'kpo_log_dir_used_ratio{broker="2",cluster="default",dir="/data2"} 0.75' in text
+    assert 'kpo_log_dir_total_bytes{broker="2",cluster="default",dir="/data2"} 3000.0' in text
+    # Broker 2: (250 + 2250) used of 4000.
+    assert 'kpo_broker_disk_used_ratio{broker="2",cluster="default"} 0.625' in text
+    assert 'kpo_broker_disk_used_ratio{broker="3",cluster="default"} 0.0' in text
+    assert 'broker="4"' not in text, "a broker that reports no capacity has no disk gauge"
+
+
+def test_a_dir_reports_no_more_than_full_and_a_dir_of_no_size_nothing() -> None:
+    assert DirCapacity(100, -5).used_ratio == 1.0
+    assert DirCapacity(0, 0).used_ratio == 0.0
 
 
 class Clock:

@@ -46,7 +46,7 @@ from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
 from kpo.api import InFlightMove, PartitionReassignmentStatus, Progress, ResourceKind, StatusBase
-from kpo.domain.balance_score import BalanceScore
+from kpo.domain.balance_score import BalanceScore, broker_used_ratio
 from kpo.domain.conditions import Event
 from kpo.domain.model import Replicas, TopicPartition
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
@@ -274,7 +274,26 @@ class ClusterBalances(Collector):
                                     labels=["cluster"])
         for cluster, ok in sorted(up.items()):
             healthy.add_metric([cluster], 1.0 if ok else 0.0)
-        yield from (*families, sampled, healthy)
+        yield from (*families, sampled, healthy, *_disk_usage(scores))
+
+
+def _disk_usage(scores: Mapping[str, tuple[BalanceScore, float]]) -> tuple[Metric, ...]:
+    """Each log dir's and each broker's share of disk in use, as the last balance sample read them (KIP-827)."""
+    per_dir = GaugeMetricFamily("kpo_log_dir_used_ratio", "Share of a log dir's file system in use, 0 to 1 "
+                                "(1 - usable / total bytes, DescribeLogDirs v4+).", labels=["cluster", "broker", "dir"])
+    per_broker = GaugeMetricFamily("kpo_broker_disk_used_ratio", "Share of a broker's log dir space in use, 0 to 1 "
+                                   "(used over total bytes, summed over its log dirs).", labels=["cluster", "broker"])
+    total = GaugeMetricFamily("kpo_log_dir_total_bytes", "Size of a log dir's file system in bytes.",
+                              labels=["cluster", "broker", "dir"])
+    for cluster, (score, _) in sorted(scores.items()):
+        for (broker, log_dir), capacity in sorted(score.dirs.items()):
+            per_dir.add_metric([cluster, str(broker), log_dir], capacity.used_ratio)
+            total.add_metric([cluster, str(broker), log_dir], float(capacity.total))
+        for broker in sorted({b for b, _dir in score.dirs}):
+            ratio = broker_used_ratio(score.dirs, broker)
+            if ratio is not None:
+                per_broker.add_metric([cluster, str(broker)], ratio)
+    return per_dir, per_broker, total
 
 
 BALANCES = ClusterBalances()

@@ -52,6 +52,7 @@ def sample(kafka: KafkaAdmin, topics_per_request: int = 200) -> BalanceScore:
         answered &= set(report.broker_dirs)
         for (_, broker), size in report.sizes.items():
             tally.add_bytes(broker, size)
+    tally.add_dirs(kafka.dir_capacity(live))
     return tally.score(answered)
 
 

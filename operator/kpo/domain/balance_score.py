@@ -13,6 +13,10 @@ score as Prometheus gauges, so users can alert on imbalance before they plan a r
   at all with fewer than two racks. This is the planner's rack-violation rule
   (:func:`kpo.planner.quality._crowded` before a change), in plain Python.
 
+Beside the balance, the sample keeps each log dir's capacity as its broker reports it (DescribeLogDirs v4+, KIP-827:
+total and usable bytes of the dir's file system), so users can alert on a dir filling up: platform teams page on full
+disks, not on balance scores. :func:`broker_used_ratio` folds a broker's dirs into one share.
+
 Replicas on brokers that are not live count for no broker. Memory stays per broker: a :class:`BalanceTally` takes
 partitions one at a time (the sampler reads them in batches and drops each batch), so a cluster of any size costs a
 few numbers per broker once the sample is done.
@@ -22,9 +26,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kpo.domain.model import Replicas
+from kpo.domain.model import DirCapacity, Replicas
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class BalanceScore:
     leaders: Spread
     racks: int  # racks of live brokers
     rack_violations: int
+    #: Each live broker's online log dirs and their capacity, by (broker, dir); empty when the brokers report none.
+    dirs: Mapping[tuple[int, str], DirCapacity] = field(default_factory=dict)
 
 
 class BalanceTally:
@@ -69,6 +75,7 @@ class BalanceTally:
         self.leaders: Counter[int] = Counter()
         self.rack_violations = 0
         self.bytes: Counter[int] = Counter()
+        self.dirs: dict[tuple[int, str], DirCapacity] = {}
 
     def add_partition(self, replicas: Replicas, leader: int) -> None:
         self.partitions += 1
@@ -82,6 +89,10 @@ class BalanceTally:
 
     def add_bytes(self, broker: int, size: int) -> None:
         self.bytes[broker] += size
+
+    def add_dirs(self, capacity: Mapping[tuple[int, str], DirCapacity]) -> None:
+        """Dir capacities, by (broker, dir), from a DescribeLogDirs of no topic."""
+        self.dirs.update(capacity)
 
     def _crowded(self, replicas: Replicas) -> bool:
         if self._racks_alive < 2 or not replicas:
@@ -100,7 +111,16 @@ class BalanceTally:
             brokers=len(live), partitions=self.partitions,
             bytes=spread(self.bytes[b] for b in with_bytes), bytes_brokers=len(with_bytes),
             replicas=spread(self.replicas[b] for b in live), leaders=spread(self.leaders[b] for b in live),
-            racks=self._racks_alive, rack_violations=self.rack_violations)
+            racks=self._racks_alive, rack_violations=self.rack_violations,
+            dirs={key: c for key, c in sorted(self.dirs.items()) if key[0] in self._racks})
+
+
+def broker_used_ratio(dirs: Mapping[tuple[int, str], DirCapacity], broker: int) -> float | None:
+    """The share of a broker's log dir space in use: used over total bytes, summed over its dirs (``None``: none
+    reported). Dirs on one file system report it twice, which leaves the share as it is."""
+    mine = [c for (b, _dir), c in dirs.items() if b == broker]
+    total = sum(c.total for c in mine)
+    return None if total <= 0 else min(1.0, max(0.0, sum(c.total - c.usable for c in mine) / total))
 
 
 def balance_score(racks: Mapping[int, str | None], partitions: Iterable[tuple[Replicas, int]],

@@ -64,6 +64,20 @@ ReplicaKey = tuple[TopicPartition, int]  # (partition, broker)
 
 
 @dataclass(frozen=True)
+class DirCapacity:
+    """A log dir's file system as its broker reports it in DescribeLogDirs (KIP-827, Kafka 3.3+): total and usable
+    bytes."""
+
+    total: int
+    usable: int
+
+    @property
+    def used_ratio(self) -> float:
+        """The share of the file system in use, 0 to 1 (what ``df`` calls Use%)."""
+        return min(1.0, max(0.0, (self.total - self.usable) / self.total)) if self.total > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class LogDirReport:
     """One DescribeLogDirs answer: replica sizes, each broker's dirs, where each replica is and where it is moving."""
 
@@ -73,6 +87,7 @@ class LogDirReport:
     future_dirs: dict[ReplicaKey, str] = field(default_factory=dict)
     #: Brokers asked that did not answer (connection refused or timed out): their replicas are not in the report.
     unreachable: frozenset[int] = frozenset()
+
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from kpo.domain.model import (
     Broker,
+    DirCapacity,
     KafkaRefusal,
     LogDirReport,
     OngoingReassignment,
@@ -71,6 +72,11 @@ class KafkaAdmin(Protocol):
     def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
         """DescribeLogDirs for ``topics`` on each of ``brokers`` (the live ones the same tick read): sizes, each
         broker's dirs, each replica's dir and dir moves in progress. A broker that does not answer is left out."""
+        ...
+
+    def dir_capacity(self, brokers: Collection[int]) -> dict[tuple[int, str], DirCapacity]:
+        """DescribeLogDirs of no topic on each of ``brokers``: each online log dir's total and usable bytes (KIP-827;
+        a broker older than 3.3 reports none). A broker that does not answer is left out."""
         ...
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]

@@ -41,6 +41,7 @@ from kafka.structs import TopicPartitionReplica
 from kpo.domain import access
 from kpo.domain.model import (
     Broker,
+    DirCapacity,
     KafkaRefusal,
     LogDirReport,
     OngoingReassignment,
@@ -178,6 +179,14 @@ class ConnectionSettings:
 def _ck_refusal(error: KafkaError) -> KafkaRefusal:
     return KafkaRefusal(code=error.name(), message=error.str(), retriable=error.retriable() or refusal(
         error.name()).retriable)
+
+
+def _capacity(broker: int, log_dirs: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str], DirCapacity]:
+    """The capacity each online dir reports (DescribeLogDirs v4+, KIP-827); -1, or nothing, from an older broker."""
+    return {(broker, d["log_dir"]): DirCapacity(int(d["total_bytes"]), int(d["usable_bytes"]))
+            for d in log_dirs
+            if d.get("error_code", 0) == 0 and int(d.get("total_bytes", -1)) > 0
+            and int(d.get("usable_bytes", -1)) >= 0}
 
 
 def _kp_refusal(error: type[kafka_errors.KafkaError] | kafka_errors.KafkaError) -> KafkaRefusal:
@@ -600,6 +609,20 @@ class KafkaAdminAdapter:
                         report.replica_dirs[key] = log_dir["log_dir"]
                         report.sizes[key] = max(report.sizes.get(key, 0), int(p["partition_size"]))
         return report
+
+    def dir_capacity(self, brokers: Collection[int]) -> dict[tuple[int, str], DirCapacity]:
+        capacity: dict[tuple[int, str], DirCapacity] = {}
+        with self._kafka_python(access.describe_log_dirs()) as kp:
+            for broker in sorted(brokers):
+                try:
+                    # An empty topic list asks for the dirs alone (null would list every partition of the broker).
+                    answers = kp.describe_log_dirs([], brokers=[broker])
+                except (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError,
+                        kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError):
+                    continue  # not there to measure: left out, as log_dirs does
+                for answer in answers:
+                    capacity.update(_capacity(int(answer["broker"]), answer["log_dirs"]))
+        return capacity
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                                ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
