@@ -48,7 +48,7 @@ COPY pyproject.toml README.md /src/
 COPY operator /src/operator
 RUN PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/kpo/bin/pip install --no-deps /src \
  && rm -rf /src \
- && ln -s "$(/opt/kpo/bin/python -c 'import kpo.planner, pathlib; print(pathlib.Path(kpo.planner.__file__).parent / "job.py")')" \
+ && ln -s "$(/opt/kpo/bin/python -c 'import kpo.planning.spark, pathlib; print(pathlib.Path(kpo.planning.spark.__file__).parent / "job.py")')" \
           /opt/kpo/planner-job.py
 
 # ---------------------------------------------------------------------------------------------------- operator

@@ -27,7 +27,7 @@ from e2e.operator_support import OperatorProcess, operator_env
 from e2e.reassignment_support import fill
 from e2e.spark_harness import GROUP, PLURAL, VERSION, SparkOperatorHarness, running_harness, ui_service_name
 from kpo.domain.plan_contract import PLAN_FILE
-from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner
+from kpo.planning.spark.runner import LocalSparkConfig, LocalSparkRunner
 from kpo_testbed.node import NodeImages
 
 KPR = "PartitionReassignment"

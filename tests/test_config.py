@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kpo.config import LocalPlannerSettings
-from kpo.planner.runner import LocalSparkConfig
+from kpo.planning.spark.runner import LocalSparkConfig
 
 
 def test_the_local_runner_defaults_are_the_operators() -> None:

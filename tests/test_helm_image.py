@@ -93,7 +93,7 @@ def test_every_copied_source_is_in_the_build_context() -> None:
         assert (ROOT / source).exists(), f"COPY {source}: no such file"
         assert not dockerignore_excludes(source.rstrip("/")), f"COPY {source}: excluded by .dockerignore"
     assert not dockerignore_excludes("operator/kpo/__main__.py")
-    assert not dockerignore_excludes("operator/kpo/planner/job.py")
+    assert not dockerignore_excludes("operator/kpo/planning/spark/job.py")
 
 
 @pytest.mark.parametrize("path", [".venv/bin/python", ".testbed/state.json", ".git/HEAD", ".kube/cache/x",
@@ -129,9 +129,9 @@ def test_the_operator_entry_point_starts_and_knows_the_chart_flags(capsys: pytes
 def test_the_planner_entry_point_exists_and_starts(capsys: pytest.CaptureFixture[str]) -> None:
     build = " ".join(rest for stage, word, rest in instructions() if stage == "runtime" and word == "RUN")
     assert "/opt/kpo/planner-job.py" in build and "job.py" in build
-    job = ROOT / "operator" / "kpo" / "planner" / "job.py"
+    job = ROOT / "operator" / "kpo" / "planning" / "spark" / "job.py"
     assert 'if __name__ == "__main__":' in job.read_text()  # spark-submit runs it as a file
-    from kpo.planner.job import main  # noqa: PLC0415
+    from kpo.planning.spark.job import main  # noqa: PLC0415
 
     with pytest.raises(SystemExit) as exited:
         main(["--help"])

@@ -7,10 +7,17 @@ import random
 import pytest
 
 from kpo.domain.plan_contract import BrokerInfo, BrokerLoad, Goal, PlanRequest
-from kpo.planner.balance import Band, BrokerTotals, band, lower_bound, water_fill
-from kpo.planner.cluster import Cluster, PlanError
-from kpo.planner.flow import handovers
-from kpo.planner.rounds import BrokerStats, decide_bytes, decide_leaders, decide_lift, decide_relieve, with_deltas
+from kpo.planning.spark.balance import Band, BrokerTotals, band, lower_bound, water_fill
+from kpo.planning.spark.cluster import Cluster, PlanError
+from kpo.planning.spark.flow import handovers
+from kpo.planning.spark.rounds import (
+    BrokerStats,
+    decide_bytes,
+    decide_leaders,
+    decide_lift,
+    decide_relieve,
+    with_deltas,
+)
 
 
 def test_a_count_band_holds_only_whole_numbers_within_the_tolerance() -> None:
@@ -166,7 +173,7 @@ def test_a_replication_factor_change_places_only_the_new_replicas_unless_asked(r
 
 def test_the_band_report_names_the_brokers_outside_and_says_the_plan_is_the_closest_found() -> None:
     from kpo.domain.plan_contract import BrokerLoad  # noqa: PLC0415
-    from kpo.planner.quality import balance, band_report  # noqa: PLC0415
+    from kpo.planning.spark.quality import balance, band_report  # noqa: PLC0415
 
     cluster = Cluster.of(PlanRequest(goal=Goal.REBALANCE), [BrokerInfo(id=b) for b in (1, 2, 3, 4)], [1, 2, 3, 4])
     loads = tuple(BrokerLoad(broker=b, bytes=n, replicas=1, leaders=0) for b, n in ((1, 100), (2, 100), (3, 47 * 2),
@@ -220,7 +227,7 @@ def test_a_relief_opens_the_senders_own_rack_above_the_band() -> None:
 def test_the_lower_bound_of_racks_that_balance_alone_is_the_sum_of_theirs() -> None:
     """Every partition in every rack: rack a must shed 95 inside itself and rack b must fill 95 inside itself;
     across the cluster shedding and filling look like 185 each, which no rack-bound plan can reach."""
-    from kpo.planner.quality import lower_bounds  # noqa: PLC0415
+    from kpo.planning.spark.quality import lower_bounds  # noqa: PLC0415
 
     cluster = _racked({1: "a", 2: "a", 3: "a", 4: "b", 5: "b", 6: "b"})
     stats = _stats({1: 200, 2: 50, 3: 50, 4: 150, 5: 150, 6: 0}, per_replica=1)
@@ -229,7 +236,7 @@ def test_the_lower_bound_of_racks_that_balance_alone_is_the_sum_of_theirs() -> N
 
 
 def test_the_lower_bound_of_a_band_not_reached_is_the_bound_of_the_band_reached() -> None:
-    from kpo.planner.quality import Spread, lower_bounds  # noqa: PLC0415
+    from kpo.planning.spark.quality import Spread, lower_bounds  # noqa: PLC0415
 
     cluster = _racked({1: "a", 2: "b", 3: "c"})
     stats = _stats({1: 400, 2: 100, 3: 100}, per_replica=1)
@@ -241,7 +248,7 @@ def test_the_lower_bound_of_a_band_not_reached_is_the_bound_of_the_band_reached(
 # -- how even any plan can be (issue 27) -------------------------------------------------------------------------
 
 def test_reach_is_the_mean_when_nothing_stands_in_the_way() -> None:
-    from kpo.planner.balance import DomainLimits, reach  # noqa: PLC0415
+    from kpo.planning.spark.balance import DomainLimits, reach  # noqa: PLC0415
 
     racks = [DomainLimits("rack a", 2, floor=0.0, ceiling=300.0), DomainLimits("rack b", 2, floor=0.0, ceiling=300.0)]
     bound = reach(100.0, racks, {1: 0.0, 2: 0.0}, largest=20.0)
@@ -251,7 +258,7 @@ def test_reach_is_the_mean_when_nothing_stands_in_the_way() -> None:
 
 
 def test_reach_the_largest_partition_sets_the_top() -> None:
-    from kpo.planner.balance import reach  # noqa: PLC0415
+    from kpo.planning.spark.balance import reach  # noqa: PLC0415
 
     bound = reach(100.0, [], {}, largest=111.2)
     assert bound.highest.value == pytest.approx(1.112)
@@ -262,7 +269,7 @@ def test_reach_the_largest_partition_sets_the_top() -> None:
 
 
 def test_reach_replicas_outside_the_selection_set_the_top() -> None:
-    from kpo.planner.balance import reach  # noqa: PLC0415
+    from kpo.planning.spark.balance import reach  # noqa: PLC0415
 
     bound = reach(100.0, [], {3: 130.0, 4: 90.0}, largest=10.0)
     assert bound.highest.value == pytest.approx(1.3)
@@ -270,7 +277,7 @@ def test_reach_replicas_outside_the_selection_set_the_top() -> None:
 
 
 def test_reach_a_small_rack_bound_to_every_partition_sets_the_top_and_a_rack_short_of_room_the_bottom() -> None:
-    from kpo.planner.balance import DomainLimits, reach  # noqa: PLC0415
+    from kpo.planning.spark.balance import DomainLimits, reach  # noqa: PLC0415
 
     # Rack c, one broker, must hold one replica of every RF 3 partition: 300 bytes on one broker, mean 100.
     # Rack d's two brokers can hold at most one replica of each partition: 160 bytes, 0.8 x mean each.
@@ -293,8 +300,8 @@ def _four_brokers() -> tuple[Cluster, tuple[BrokerLoad, ...]]:
 
 
 def test_the_band_report_says_no_better_only_when_the_plan_meets_the_bound() -> None:
-    from kpo.planner.balance import Limit, Reach  # noqa: PLC0415
-    from kpo.planner.quality import band_report  # noqa: PLC0415
+    from kpo.planning.spark.balance import Limit, Reach  # noqa: PLC0415
+    from kpo.planning.spark.quality import band_report  # noqa: PLC0415
 
     cluster, loads = _four_brokers()
     proven = Reach(lowest=Limit(0.9, "rack x can hold at most 0.900 x mean"),
@@ -308,8 +315,8 @@ def test_the_band_report_says_no_better_only_when_the_plan_meets_the_bound() -> 
 
 
 def test_the_band_report_says_how_far_the_plan_is_from_the_bound_and_why_it_stopped() -> None:
-    from kpo.planner.balance import Limit, Reach  # noqa: PLC0415
-    from kpo.planner.quality import band_report  # noqa: PLC0415
+    from kpo.planning.spark.balance import Limit, Reach  # noqa: PLC0415
+    from kpo.planning.spark.quality import band_report  # noqa: PLC0415
 
     cluster, loads = _four_brokers()
     loose = Reach(lowest=Limit(1.0, "the mean"), highest=Limit(1.112, "the largest partition alone is 1.112 x mean"))
@@ -325,7 +332,7 @@ def test_the_band_report_says_how_far_the_plan_is_from_the_bound_and_why_it_stop
 
 
 def test_reach_the_brokers_holding_a_huge_partition_leave_the_others_less_than_the_mean() -> None:
-    from kpo.planner.balance import reach  # noqa: PLC0415
+    from kpo.planning.spark.balance import reach  # noqa: PLC0415
 
     # 20 brokers, mean 100; a partition of 220 at RF 3: its three brokers hold 660 at least, the other 17 share
     # at most 1340, so the lowest is at most 1340 / 17 = 78.8.

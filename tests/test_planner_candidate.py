@@ -1,4 +1,4 @@
-"""The greedy candidate of the planning job (kpo.planner.candidate): which plan is better, and the greedy's facts
+"""The greedy candidate of the planning job (kpo.planning.spark.candidate): which plan is better, and the greedy's facts
 taken from the job's own, so that it plays by the same rules. Pure: no Spark session."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from kpo.domain.greedy import Partition, place
 from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
-from kpo.planner.candidate import Standing, better, facts_of, standing
-from kpo.planner.cluster import Cluster
+from kpo.planning.spark.candidate import Standing, better, facts_of, standing
+from kpo.planning.spark.cluster import Cluster
 
 
 def test_standing_is_the_lowest_and_highest_broker_over_the_mean() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from kpo.planner import job
+from kpo.planning.spark import job
 
 DATA = Path(__file__).parent / "data" / "planner"
 CASES = {"scope-bound-excluded-broker": 270, "scope-bound-named-brokers": 270, "scope-bound-excluded-topic": 270}

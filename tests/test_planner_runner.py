@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from kpo.domain.model import TopicPartition
-from kpo.planner.runner import DRIVER_JAVA_OPTIONS, LocalSparkConfig, LocalSparkRunner
+from kpo.planning.spark.runner import DRIVER_JAVA_OPTIONS, LocalSparkConfig, LocalSparkRunner
 
 DATA = Path(__file__).parent / "data" / "planner"
 RUNNER = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory="1g", timeout_seconds=300,

@@ -4,7 +4,7 @@ The inputs in ``tests/data/planner/<case>/`` were written by the bench's generat
 seed 27) at 60 partitions: racks of 2 to 6 brokers with Pareto sizes, a topic of 4 partitions holding 80 % of the
 bytes, and the removal of a whole 2-broker rack. ``expected_plan.json`` pins the job's plan
 (kafka-reassign-partitions JSON); the greedy (:mod:`kpo.domain.greedy`, the bench's reference rules) is run here in
-plain Python and compared by the job's own rule (:func:`kpo.planner.candidate.better`).
+plain Python and compared by the job's own rule (:func:`kpo.planning.spark.candidate.better`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 
 from kpo.domain import greedy
 from kpo.domain.plan_contract import PlanRequest, parse_brokers
-from kpo.planner import job
-from kpo.planner.candidate import Standing, better, standing
+from kpo.planning.spark import job
+from kpo.planning.spark.candidate import Standing, better, standing
 
 DATA = Path(__file__).parent / "data" / "planner"
 CASES = ["racks-23456-pareto", "dominant-topic", "uneven-remove-small-rack"]

@@ -17,9 +17,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kpo.domain.plan_contract import BrokerInfo, Goal, PartitionRecord, PlanMetrics, PlanRequest
-from kpo.planner import job
-from kpo.planner.plan import make_plan, read_snapshot
-from kpo.planner.workdir import write_input
+from kpo.planning.spark import job
+from kpo.planning.spark.plan import make_plan, read_snapshot
+from kpo.planning.spark.workdir import write_input
 
 DATA = Path(__file__).parent / "data" / "planner"
 

@@ -1,8 +1,8 @@
 """The bench's greedy reference: :mod:`kpo.domain.greedy` on the planning job's input, its answer as JSON lines.
 
 It reads the planning job's input (``request.json``, ``brokers.json``, ``partitions`` as JSON lines) and writes a
-target assignment as JSON lines (topic, partition, replicas) that ``kpo.planner.evaluate`` scores exactly like kpo's
-own plan and Kafka's placer. The rules are in :mod:`kpo.domain.greedy` (the planning job runs the same code as a
+target assignment as JSON lines (topic, partition, replicas) that ``kpo.planning.spark.evaluate`` scores exactly like
+kpo's own plan and Kafka's placer. The rules are in :mod:`kpo.domain.greedy` (the planning job runs the same code as a
 candidate on small inputs); this module is the bench's I/O around them.
 
 ``python -m bench.planner.greedy INPUT_DIR OUTPUT.jsonl`` prints ``{"placementSeconds": .., "partitions": ..,

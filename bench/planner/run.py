@@ -4,8 +4,8 @@
 cluster (cached under ``~/.cache/kpo/bench/planner``), runs the real planning job through the local backend
 (spark-submit in local mode, as the operator does), runs Kafka's placer (``bench/java/KafkaPlacer.java``, compiled at
 bench time against the test bed's Kafka jars and cached) on the same input, scores Kafka's answer with the job's own
-metrics code (``kpo.planner.evaluate``), and prints one markdown line per scenario with kpo's figure first and Kafka's
-second in every cell.
+metrics code (``kpo.planning.spark.evaluate``), and prints one markdown line per scenario with kpo's figure first and
+Kafka's second in every cell.
 
 The hard shapes of issue 15 (``shapes``: RF above the number of racks, uneven racks with mixed replication factors
 and a dead broker, offline partitions, a replication-factor increase) also run a plain-Python greedy planner
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from bench.planner import greedy
 from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest
-from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner, tree_rss
+from kpo.planning.spark.runner import LocalSparkConfig, LocalSparkRunner, tree_rss
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_SOURCE = REPO / "bench" / "java" / "KafkaPlacer.java"
@@ -187,7 +187,7 @@ def generate(scenarios: Sequence[Scenario]) -> dict[str, Path]:
         if not (folder / "partitions" / "_SUCCESS").is_file():
             missing.append((s, spec, folder))
     if missing:
-        from kpo.planner.job import session  # noqa: PLC0415
+        from kpo.planning.spark.job import session  # noqa: PLC0415
 
         spark = session("kpo-bench-generate")
         try:
@@ -271,7 +271,7 @@ def _measured(command: list[str]) -> tuple[str, float, int]:
 def _score(s: Scenario, folder: Path, out: Path, assignment: Path, who: str) -> PlanMetrics:
     """An assignment scored by the job's own metrics code, exactly as kpo's plan is."""
     runner = LocalSparkRunner(LocalSparkConfig(master="local[2]", driver_memory=s.scoring_memory))
-    scored = runner.run(folder, out / "evaluation", module="kpo.planner.evaluate",
+    scored = runner.run(folder, out / "evaluation", module="kpo.planning.spark.evaluate",
                         extra_args=("--assignment", str(assignment)))
     if not scored.ok or scored.metrics is None:
         raise RuntimeError(f"scoring {who} failed on {s.name}: {scored.message}")
@@ -458,11 +458,12 @@ def main(argv: list[str] | None = None) -> int:
         notes = shapes_notes(group)
         sections.append((section, f"## {title}\n\n{header}\n\nEach cell: kpo / greedy "
                          f"reference (`bench/planner/greedy.py`) / Kafka's placer; all three scored by "
-                         f"`kpo.planner.evaluate`; the columns are explained in README.md. Planning seconds depend on "
+                         f"`kpo.planning.spark.evaluate`; the columns are explained in README.md. Planning seconds "
+                         f"depend on "
                          f"the machine's load; the other figures are a function of the input.\n\n"
                          f"{shapes_table(group)}\n\nLoad average at the end of the run: {os.getloadavg()[0]:.1f}.\n"
                          + (f"\nWhere the band was not reached (kpo's own note; for the greedy, the note "
-                            f"`kpo.planner.evaluate` wrote on its assignment):\n\n{notes}\n" if notes else "")))
+                            f"`kpo.planning.spark.evaluate` wrote on its assignment):\n\n{notes}\n" if notes else "")))
     for section, text in sections:
         print(text)
         if args.results:

@@ -40,7 +40,7 @@ from kpo.k8s.status import patch_status
 from kpo.k8s.throttle_record import ConfigMapThrottleRecord
 from kpo.kafka.admin import KafkaAdmin
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
-from kpo.plan_backends import PlanningJobs
+from kpo.planning.backends import PlanningJobs
 
 
 def connection_settings(core: client.CoreV1Api | None, connection: KafkaConnection, namespace: str

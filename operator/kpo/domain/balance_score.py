@@ -11,7 +11,7 @@ score as Prometheus gauges, so users can alert on imbalance before they plan a r
 - rack spread violations: partitions whose replicas sit in fewer racks than ``min(replicas, racks)``, ``racks``
   counting the racks of live brokers; only partitions whose replicas all sit on live brokers with a rack, and none
   at all with fewer than two racks. This is the planner's rack-violation rule
-  (:func:`kpo.planner.quality._crowded` before a change), in plain Python.
+  (:func:`kpo.planning.spark.quality._crowded` before a change), in plain Python.
 
 Beside the balance, the sample keeps each log dir's capacity as its broker reports it (DescribeLogDirs v4+, KIP-827:
 total and usable bytes of the dir's file system), so users can alert on a dir filling up: platform teams page on full

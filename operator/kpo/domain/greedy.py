@@ -1,13 +1,13 @@
 """A plain greedy placement: the planner's reference for what a simple, obvious algorithm reaches on a shape.
 
-Two users, one set of rules. The bench (``bench/planner/greedy.py``) runs it on the planning job's input and scores
-its answer beside kpo's plan and Kafka's placer. The planning job runs it as a *candidate* on inputs small enough for
-the driver (:mod:`kpo.planner.candidate`): the rounds of :mod:`kpo.planner.plan` work in bulk, quota by quota, and on
-some shapes (racks of very different sizes, a heavy tail of partition sizes, one dominant topic) they stop further
-from the band, or move more, than this one-replica-at-a-time greedy does (issue 27); the job keeps whichever plan is
-better. Pure: values in, values out, no I/O.
+Two users, one set of rules. The bench (``bench/planner/greedy.py``) runs it on the planning job's input and scores its
+answer beside kpo's plan and Kafka's placer. The planning job runs it as a *candidate* on inputs small enough for the
+driver (:mod:`kpo.planning.spark.candidate`): the rounds of :mod:`kpo.planning.spark.plan` work in bulk, quota by quota,
+and on some shapes (racks of very different sizes, a heavy tail of partition sizes, one dominant topic) they stop
+further from the band, or move more, than this one-replica-at-a-time greedy does (issue 27); the job keeps whichever
+plan is better. Pure: values in, values out, no I/O.
 
-The rules, the same facts kpo's planner decides (``kpo.planner.cluster``), in plain Python:
+The rules, the same facts kpo's planner decides (``kpo.planning.spark.cluster``), in plain Python:
 
 - brokers taking part (*eligible*): alive, not removed (``RemoveBrokers``), among the named ones for a ``Rebalance``
   that names brokers;
@@ -57,7 +57,7 @@ class Partition:
 
 @dataclass(frozen=True)
 class Setup:
-    """What the request means on these brokers (the rules of ``kpo.planner.cluster.Cluster.of``)."""
+    """What the request means on these brokers (the rules of ``kpo.planning.spark.cluster.Cluster.of``)."""
 
     alive: frozenset[int]
     eligible: frozenset[int]

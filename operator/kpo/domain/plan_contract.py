@@ -1,6 +1,6 @@
 """The storage contract between the operator and the planning job, as typed values and their JSON.
 
-The operator and the PySpark job (``kpo.planner``) never call each other: the operator writes a snapshot of the
+The operator and the PySpark job (``kpo.planning.spark``) never call each other: the operator writes a snapshot of the
 cluster and the request into an input directory, the job writes its answer into an output directory, and whichever
 backend ran the job (a local ``spark-submit`` or a SparkApplication) only has to say whether it finished. Both sides
 import this module, so the file formats are defined once, here, and validated on both ends.
@@ -235,7 +235,8 @@ class PlanMetrics(_Document):
     reach_min: float | None = None
     reach_max: float | None = None
     reach_met: bool | None = None
-    # Which plan the job kept: its rounds', or the greedy candidate's where that was better (kpo.planner.candidate).
+    # Which plan the job kept: its rounds', or the greedy candidate's where that was better
+    # (kpo.planning.spark.candidate).
     chosen_plan: Literal["rounds", "greedy"] = "rounds"
     balance_before: Balance | None = None
     balance_after: Balance | None = None

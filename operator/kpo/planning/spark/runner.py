@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpo.domain.plan_contract import METRICS_FILE, ContractError, PlanMetrics, ReassignmentPlan
-from kpo.planner.workdir import read_output
+from kpo.planning.spark.workdir import read_output
 
 STDERR_TAIL_LINES = 40
 
@@ -45,7 +45,7 @@ def pyspark_home() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def job_script(module: str = "kpo.planner.job") -> Path:
+def job_script(module: str = "kpo.planning.spark.job") -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise RuntimeError(f"cannot find {module}")
@@ -162,7 +162,7 @@ class LocalSparkRunner:
     def __init__(self, config: LocalSparkConfig | None = None) -> None:
         self.config = config or LocalSparkConfig()
 
-    def command(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planner.job",
+    def command(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planning.spark.job",
                 extra_args: tuple[str, ...] = ()) -> list[str]:
         cfg = self.config
         conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
@@ -180,7 +180,7 @@ class LocalSparkRunner:
             env["JAVA_HOME"] = self.config.java_home
         return env
 
-    def start(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planner.job",
+    def start(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planning.spark.job",
               extra_args: tuple[str, ...] = ()) -> RunningJob:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / METRICS_FILE).unlink(missing_ok=True)  # a stale answer must never pass for this run's
@@ -191,9 +191,9 @@ class LocalSparkRunner:
                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=self.environment(),
                 start_new_session=True)
         return RunningJob(process, output_dir, Path(stderr_name), self.config.timeout_seconds,
-                          with_plan=module == "kpo.planner.job")
+                          with_plan=module == "kpo.planning.spark.job")
 
-    def run(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planner.job",
+    def run(self, input_dir: Path, output_dir: Path, *, module: str = "kpo.planning.spark.job",
             extra_args: tuple[str, ...] = ()) -> JobOutcome:
         return self.start(input_dir, output_dir, module=module, extra_args=extra_args).wait()
 

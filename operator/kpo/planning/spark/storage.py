@@ -12,8 +12,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kpo.planner.cluster import PlanError
-from kpo.planner.schemas import ASSIGNMENT, PARTITIONS
+from kpo.planning.spark.cluster import PlanError
+from kpo.planning.spark.schemas import ASSIGNMENT, PARTITIONS
 
 
 def join(base: str, name: str) -> str:

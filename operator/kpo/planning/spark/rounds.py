@@ -2,10 +2,10 @@
 
 A plan is built in a few rounds. Each round Spark sums the replicas per broker (a few hundred rows come back), this
 module turns those sums into quotas -- how much each broker sends and receives, and how large its movers should be --
-and Spark then picks and places the replicas that meet the quotas (:mod:`kpo.planner.moves`). The next round starts
-from the new totals, so whatever one round could not place (a partition that already has a replica in the receiving
-rack, two movers of one partition aiming at the same rack) is picked up by the next, and the quotas never ask for more
-than what is still out of balance.
+and Spark then picks and places the replicas that meet the quotas (:mod:`kpo.planning.spark.moves`). The next round
+starts from the new totals, so whatever one round could not place (a partition that already has a replica in the
+receiving rack, two movers of one partition aiming at the same rack) is picked up by the next, and the quotas never ask
+for more than what is still out of balance.
 
 Rounds in order: bytes (forced moves and byte balance), then replica counts if they are still out of their band, then
 leaders (a reorder within each partition, which moves no data).
@@ -17,8 +17,8 @@ import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from kpo.planner.balance import Band, Quotas, band, level_where, water_fill
-from kpo.planner.cluster import Cluster
+from kpo.planning.spark.balance import Band, Quotas, band, level_where, water_fill
+from kpo.planning.spark.cluster import Cluster
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The first replica is the preferred leader. Changing which replica comes first mo
 last, by reordering. Spark counts, for each pair of brokers, the partitions led by the first that have a follower on
 the second able to lead (in sync, or placed by this plan and so in sync once it completes); the driver turns those
 counts into a maximum flow from brokers with too many leaders to brokers with too few, through brokers in between
-where no direct handover exists (:mod:`kpo.planner.flow`); Spark then picks, for each link, that many partitions
+where no direct handover exists (:mod:`kpo.planning.spark.flow`); Spark then picks, for each link, that many partitions
 with window functions, and swaps the follower to the front. A second round mops up what collided.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import members, pair_table, uniform
-from kpo.planner.rounds import BrokerStats
-from kpo.planner.schemas import STATE_COLUMNS
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.exprs import members, pair_table, uniform
+from kpo.planning.spark.rounds import BrokerStats
+from kpo.planning.spark.schemas import STATE_COLUMNS
 
 
 def _first() -> Column:

@@ -2,7 +2,7 @@
 
 Everything here works on per-broker totals (a few hundred numbers at most), never on partitions, so it runs on the
 driver in plain Python and is unit-tested without Spark. The partition-level work that follows from these numbers is
-in :mod:`kpo.planner.moves`.
+in :mod:`kpo.planning.spark.moves`.
 
 The band. With ``mean`` the load per broker after the change over the brokers that take part, a broker is balanced
 when its load lies in ``[mean * (1 - tolerance), mean * (1 + tolerance)]``. Counts (replicas, leaders) are integers:

@@ -1,6 +1,6 @@
 """One round of replica moves as DataFrame transformations: per-broker sums, picking movers, placing them, applying.
 
-The driver decides quotas from per-broker sums (:mod:`kpo.planner.rounds`); everything that touches partitions is
+The driver decides quotas from per-broker sums (:mod:`kpo.planning.spark.rounds`); everything that touches partitions is
 here, as DataFrame in, DataFrame out, with window functions and cumulative sums instead of loops:
 
 1. :func:`replica_view` explodes the selected partitions into replicas and marks the *forced* ones (on a removed
@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import int_array, members, table, uniform
-from kpo.planner.rounds import STAT_FIELDS, BrokerStats, RoundPlan
-from kpo.planner.schemas import REPLICA_COLUMNS, STATE_COLUMNS
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.exprs import int_array, members, table, uniform
+from kpo.planning.spark.rounds import STAT_FIELDS, BrokerStats, RoundPlan
+from kpo.planning.spark.schemas import REPLICA_COLUMNS, STATE_COLUMNS
 
 _ROWS = (Window.unboundedPreceding, Window.currentRow)
 MOVE_FIELDS = ("slot", "dest", "target", "source", "size", "forced")

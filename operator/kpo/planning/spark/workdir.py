@@ -1,7 +1,7 @@
 """The storage contract on a local file system: writing a planning input, reading a planning output.
 
 The operator's local backend, the tests and the bench all exchange files with the job through these two functions;
-the job itself reads and writes through Spark (:mod:`kpo.planner.storage`), so it also works on object stores.
+the job itself reads and writes through Spark (:mod:`kpo.planning.spark.storage`), so it also works on object stores.
 No pyspark here.
 """
 
@@ -51,7 +51,7 @@ class PlanOutput:
 
 
 def read_output(directory: Path, *, with_plan: bool = True) -> PlanOutput:
-    """The job's answer; ``with_plan=False`` for runs that only measure (``kpo.planner.evaluate``)."""
+    """The job's answer; ``with_plan=False`` for runs that only measure (``kpo.planning.spark.evaluate``)."""
     metrics_file, plan_file = directory / METRICS_FILE, directory / PLAN_FILE
     metrics = PlanMetrics.from_json(metrics_file.read_bytes()) if metrics_file.is_file() else None
     plan = None

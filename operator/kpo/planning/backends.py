@@ -30,8 +30,8 @@ from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.domain.spark_application import Progress, application_name, bounded_message, read_state
 from kpo.k8s import sparkapp
-from kpo.planner.runner import LocalSparkConfig, LocalSparkRunner, RunningJob
-from kpo.planner.workdir import read_output, write_input
+from kpo.planning.spark.runner import LocalSparkConfig, LocalSparkRunner, RunningJob
+from kpo.planning.spark.workdir import read_output, write_input
 
 log = logging.getLogger(__name__)
 

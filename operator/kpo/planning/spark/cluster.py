@@ -11,7 +11,7 @@ plain Python so that the rules are unit-tested without Spark:
 - *balancing*: whether replicas that need not move may move to even out the brokers. Every goal balances but a
   ``ReplicationFactor`` change, which only places the new replicas unless ``rebalanceExisting`` asks for more: growing
   a topic's replicas should copy the new replicas' bytes, not reshuffle the old ones; nor a ``DemoteBrokers``, which
-  only reorders replica lists (:mod:`kpo.planner.demote`).
+  only reorders replica lists (:mod:`kpo.planning.spark.demote`).
 - *placement domains*: the unit a partition may hold at most one replica of. With rack awareness in force a domain is
   a rack, otherwise a single broker. Rack awareness is in force when it is requested, every eligible broker has a rack
   and there are at least two racks; a partition is then bound to distinct racks when it has no more replicas than

@@ -1,7 +1,7 @@
 """The greedy candidate: on inputs small enough for the driver, the job also plans with :mod:`kpo.domain.greedy` and
 keeps whichever plan is better.
 
-Why. The rounds (:mod:`kpo.planner.plan`) move replicas in bulk, by per-broker quotas, each replica at most once;
+Why. The rounds (:mod:`kpo.planning.spark.plan`) move replicas in bulk, by per-broker quotas, each replica at most once;
 that is what plans a million replicas in a minute, and where the band is reachable it moves within a few per mille of
 the lower bound. On some shapes it stops short: racks of very different sizes, a heavy tail of partition sizes, one
 topic holding most of the bytes (issue 27), where a plain greedy -- the largest replica that fits from the fullest
@@ -33,8 +33,8 @@ from pyspark.sql import functions as F
 
 from kpo.domain.greedy import Key, Partition, Setup, place
 from kpo.domain.plan_contract import PlanRequest
-from kpo.planner.cluster import Cluster
-from kpo.planner.schemas import ASSIGNMENT, STATE_COLUMNS
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.schemas import ASSIGNMENT, STATE_COLUMNS
 
 MAX_REPLICAS = 100_000
 CLOSER = 1e-3

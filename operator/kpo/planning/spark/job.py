@@ -1,5 +1,6 @@
-"""Entry point of the planning job: ``python -m kpo.planner.job --input DIR --output DIR``, or the same file given to
-``spark-submit`` (which is how both backends run it: the local runner in local mode, a SparkApplication on a cluster).
+"""Entry point of the planning job: ``python -m kpo.planning.spark.job --input DIR --output DIR``, or the same file
+given to ``spark-submit`` (which is how both backends run it: the local runner in local mode, a SparkApplication on a
+cluster).
 
 Whatever happens, the job leaves ``metrics.json`` in the output directory: ``status: ok`` with ``plan.json`` next to
 it and exit code 0, or ``status: failed`` with the reason and exit code 1. Exit code 2 means it could not even write
@@ -17,9 +18,9 @@ import time
 from pyspark.sql import SparkSession
 
 from kpo.domain.plan_contract import METRICS_FILE, PLAN_FILE, PlanMetrics
-from kpo.planner import storage
-from kpo.planner.cluster import PlanError
-from kpo.planner.plan import make_plan, plan_lines, read_snapshot
+from kpo.planning.spark import storage
+from kpo.planning.spark.cluster import PlanError
+from kpo.planning.spark.plan import make_plan, plan_lines, read_snapshot
 
 # Defaults for local mode on a small machine; spark-submit --conf (or a SparkApplication's sparkConf) wins.
 DEFAULTS = {
@@ -45,12 +46,13 @@ def session(app_name: str = "kpo-planner") -> SparkSession:
 def run(spark: SparkSession, input_uri: str, output_uri: str) -> PlanMetrics:
     result = make_plan(read_snapshot(spark, input_uri))
     storage.write_lines(spark, plan_lines(result.state), storage.join(output_uri, PLAN_FILE))
-    logging.getLogger("kpo.planner").info("plan written: %d partitions change", result.metrics.partitions_changed)
+    logging.getLogger("kpo.planning.spark").info("plan written: %d partitions change",
+                                                 result.metrics.partitions_changed)
     return result.metrics
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kpo.planner.job", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="kpo.planning.spark.job", description=__doc__.split("\n")[0])
     parser.add_argument("--input", required=True, help="directory (or URI) holding request.json, brokers.json, "
                                                        "partitions")
     parser.add_argument("--output", required=True, help="directory (or URI) for plan.json and metrics.json")

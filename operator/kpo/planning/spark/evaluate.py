@@ -1,8 +1,8 @@
 """Score a given target assignment exactly as the job scores its own plan: same lower bound, same metrics.
 
-``python -m kpo.planner.evaluate --input DIR --assignment PATH --output DIR`` (or under spark-submit) reads a planning
-input and an assignment (JSON lines or Parquet: topic, partition, replicas; partitions it does not list keep their
-replicas) and writes ``metrics.json``. The bench runs Kafka's own placer on the same input and scores its answer
+``python -m kpo.planning.spark.evaluate --input DIR --assignment PATH --output DIR`` (or under spark-submit) reads a
+planning input and an assignment (JSON lines or Parquet: topic, partition, replicas; partitions it does not list keep
+their replicas) and writes ``metrics.json``. The bench runs Kafka's own placer on the same input and scores its answer
 with this, so the two sides of the bench table are measured by the same code. Unlike the job, it does not refuse an
 assignment that breaks a hard constraint: it reports the breakage (rack violations, replicas left behind).
 """
@@ -15,16 +15,16 @@ import sys
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import METRICS_FILE
-from kpo.planner import moves, storage
-from kpo.planner.cluster import Cluster
-from kpo.planner.job import session
-from kpo.planner.plan import checkpoint, measure, read_snapshot, referenced_brokers, selected_factors
-from kpo.planner.prepare import rack_bound, to_state
-from kpo.planner.schemas import STATE_COLUMNS
+from kpo.planning.spark import moves, storage
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.job import session
+from kpo.planning.spark.plan import checkpoint, measure, read_snapshot, referenced_brokers, selected_factors
+from kpo.planning.spark.prepare import rack_bound, to_state
+from kpo.planning.spark.schemas import STATE_COLUMNS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kpo.planner.evaluate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="kpo.planning.spark.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument("--input", required=True)
     parser.add_argument("--assignment", required=True)
     parser.add_argument("--output", required=True)

@@ -1,7 +1,7 @@
-"""The planning pipeline: a PySpark job that turns a cluster snapshot and a goal into a reassignment plan.
+"""The planning job: a PySpark job that turns a cluster snapshot and a goal into a reassignment plan.
 
-kpo.planner is the only package of kpo that imports pyspark, and only its job modules do, so the operator can import
-the runner without loading Spark.
+kpo.planning.spark is the only package of kpo that imports pyspark, and only its job modules do, so the operator can
+import the runner without loading Spark.
 
 The storage contract (types and JSON in :mod:`kpo.domain.plan_contract`):
 
@@ -25,7 +25,7 @@ Lower bound on bytes to move, with L_i the bytes on broker i and [lo_i, hi_i] it
 (band = mean * (1 +- tolerance) over the brokers that remain; hi = 0 for a removed broker):
 ``LB = max(sum_i max(0, L_i - hi_i), sum_i max(0, lo_i - L_i))``; bytes of replicas a replication-factor increase must
 create join the first sum, and a broker is never asked to shed bytes it may not move (unselected topics). See
-:mod:`kpo.planner.balance`.
+:mod:`kpo.planning.spark.balance`.
 
 Modules: ``schemas`` (DataFrame schemas), ``storage`` (contract I/O on any Hadoop file system), ``cluster`` (what the
 request means for the brokers), ``prepare`` (selection, replication factor), ``balance``, ``rounds`` and ``flow``

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kpo.planner.exprs import members
-from kpo.planner.schemas import STATE_COLUMNS
+from kpo.planning.spark.exprs import members
+from kpo.planning.spark.schemas import STATE_COLUMNS
 
 
 def demoted_order(brokers: Iterable[int]) -> Column:

@@ -5,14 +5,14 @@ and place the movers (checkpointed, small), sum their effect per broker (a few h
 them to the state (checkpointed, so the query plan does not grow with the rounds). The per-broker sums are carried
 from round to round by adding each round's changes; they are recounted from the state only between phases.
 
-1. Read the snapshot, check it, decide the broker facts (:class:`kpo.planner.cluster.Cluster`).
-2. Build the state: selection, replication factor (:mod:`kpo.planner.prepare`).
+1. Read the snapshot, check it, decide the broker facts (:class:`kpo.planning.spark.cluster.Cluster`).
+2. Build the state: selection, replication factor (:mod:`kpo.planning.spark.prepare`).
 3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing; then, if
    brokers are still outside the band, relief rounds that bring the worst ones closer (:func:`decide_lift`,
    :func:`decide_relieve`): the band may be out of reach, the worst deviation still has to be as small as it can be.
 4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything).
-5. Leader rounds (reorders only, :mod:`kpo.planner.leaders`).
-6. Check the hard constraints on the result and measure it (:mod:`kpo.planner.quality`).
+5. Leader rounds (reorders only, :mod:`kpo.planning.spark.leaders`).
+6. Check the hard constraints on the result and measure it (:mod:`kpo.planning.spark.quality`).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planner import candidate, leaders, moves, quality, storage
-from kpo.planner.cluster import Cluster, PlanError
-from kpo.planner.demote import demote, lead_elsewhere
-from kpo.planner.flow import handovers
-from kpo.planner.prepare import offline_partitions, rack_bound, to_state
-from kpo.planner.rounds import (
+from kpo.planning.spark import candidate, leaders, moves, quality, storage
+from kpo.planning.spark.cluster import Cluster, PlanError
+from kpo.planning.spark.demote import demote, lead_elsewhere
+from kpo.planning.spark.flow import handovers
+from kpo.planning.spark.prepare import offline_partitions, rack_bound, to_state
+from kpo.planning.spark.rounds import (
     BrokerStats,
     RoundPlan,
     decide_bytes,
@@ -58,7 +58,7 @@ MAX_RELIEF_ROUNDS = 4
 MAX_COUNT_ROUNDS = 2
 MAX_LEADER_ROUNDS = 4
 
-log = logging.getLogger("kpo.planner")
+log = logging.getLogger("kpo.planning.spark")
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,7 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
 
 def _greedy_instead(run: _Rounds, initial: DataFrame) -> bool:
     """Plan with the greedy candidate from the ``initial`` state and take its plan instead of the rounds' when it is
-    better and keeps every rule (:mod:`kpo.planner.candidate`); whether it did."""
+    better and keeps every rule (:mod:`kpo.planning.spark.candidate`); whether it did."""
     cluster, request = run.cluster, run.request
     greedy = candidate.greedy_plan(initial, cluster, request)
     ours = candidate.standing({b: float(run.stats[b].bytes) if b in run.stats else 0.0 for b in cluster.eligible},
@@ -327,7 +327,7 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
     ``initial`` are the per-broker sums before any move, for the lower bound. When the band is not reached the bound
     reported is the one for the band the assignment did reach: the least any plan at least as even must move, not
     the bound of a target nobody met. Then the note says whether the plan meets the bound on how even any plan can be
-    (:func:`kpo.planner.quality.reach_of`), and if not, why the planner stopped (``stopped``)."""
+    (:func:`kpo.planning.spark.quality.reach_of`), and if not, why the planner stopped (``stopped``)."""
     counted = quality.counters(state, cluster, request.replication_factor)
     if check and counted["broken"]:
         bad = state.filter(quality.broken(cluster, request.replication_factor)).limit(3).collect()

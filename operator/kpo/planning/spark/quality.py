@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import Balance, BrokerLoad
-from kpo.planner.balance import (
+from kpo.planning.spark.balance import (
     Band,
     BrokerTotals,
     DomainLimits,
@@ -25,10 +25,10 @@ from kpo.planner.balance import (
     reach,
     widened,
 )
-from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import int_array, table
-from kpo.planner.exprs import members as id_set
-from kpo.planner.rounds import BrokerStats
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.exprs import int_array, table
+from kpo.planning.spark.exprs import members as id_set
+from kpo.planning.spark.rounds import BrokerStats
 
 
 def broker_loads(state: DataFrame, cluster: Cluster) -> tuple[tuple[BrokerLoad, ...], tuple[BrokerLoad, ...]]:
@@ -114,7 +114,7 @@ def _limits(bound: Reach) -> str:
 
 def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, BrokerStats],
              after: tuple[BrokerLoad, ...]) -> Reach:
-    """The bound of :func:`kpo.planner.balance.reach` for this state (``initial``: the per-broker sums before any
+    """The bound of :func:`kpo.planning.spark.balance.reach` for this state (``initial``: the per-broker sums before any
     move, for each broker's bytes outside the selection; ``after``: the loads, for the mean). One pass over the
     partitions sums the selected partitions' bytes by replication factor and by the domains of their replicas kept on
     brokers that take no part and are not removed (such a replica holds part of its rack's share, which the rack's

@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 
 from kpo.api.topic_pattern import matching
 from kpo.domain.plan_contract import Goal, PlanRequest
-from kpo.planner.cluster import Cluster
-from kpo.planner.exprs import members, table
-from kpo.planner.schemas import STATE_COLUMNS
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.exprs import members, table
+from kpo.planning.spark.schemas import STATE_COLUMNS
 
 
 def selection(request: PlanRequest, partitions: DataFrame) -> Column:
