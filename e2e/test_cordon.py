@@ -20,13 +20,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kubernetes import client
 
 from e2e.kafka_support import create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
-from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
+from e2e.own_cluster_support import operator_for
 from e2e.reassignment_support import fill, throttled
 from kafka import KafkaAdminClient
 from kpo_testbed import Testbed, procs
@@ -63,25 +62,9 @@ def admin_43(kafka_43: KafkaCluster) -> AdminClient:
 @pytest.fixture(scope="module")
 def resources_43(kpo_crds: None, testbed: Testbed, api_client: client.ApiClient, kafka_43: KafkaCluster,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resources]:
-    folder = tmp_path_factory.mktemp("cordon-operator")
-    with watched_namespace(api_client, PREFIX) as namespace:
-        config = folder / "kpo.yaml"
-        config.write_text(yaml.safe_dump({"pollIntervalSeconds": 1, "balanceScore": {"intervalSeconds": 0},
-                                          "clusters": {"default": {"bootstrapServers": kafka_43.bootstrap_servers}}}))
-        operator = OperatorProcess(operator_env(testbed.state.kube.kubeconfig, kafka_43.bootstrap_servers,
-                                                {"KPO_CONFIG": str(config)}), folder / "operator.log",
-                                   namespaces=[namespace])
-        operator.start()
-        resources = Resources(api_client, namespace)
-        try:
-            yield resources
-        finally:
-            for item in resources.custom.list_namespaced_custom_object("kpo.dev", "v1alpha1", namespace,
-                                                                       "partitionreassignments")["items"]:
-                resources.delete(KPR, item["metadata"]["name"])
-            wait_for(lambda: not resources.custom.list_namespaced_custom_object(
-                "kpo.dev", "v1alpha1", namespace, "partitionreassignments")["items"], 60, "the drains to be deleted")
-            operator.stop()
+    with operator_for(api_client, testbed.state.kube.kubeconfig, kafka_43.bootstrap_servers, PREFIX,
+                      tmp_path_factory.mktemp("cordon-operator")) as resources:
+        yield resources
 
 
 def cordoned(admin: AdminClient, broker: int) -> str | None:

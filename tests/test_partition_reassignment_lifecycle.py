@@ -470,3 +470,49 @@ def test_a_reverted_ticked_again_keeps_the_skipped_partitions_its_message_points
     assert outcome.status["skipped"] == skipped
     assert condition(outcome.status, "Ready")["message"] == message
     assert not [c for c in cluster.calls if c == "alter_reassignments"], "nothing is sent: the skipped move runs on"
+
+
+# ---------------------------------------------------------------- a target log dir offline (a failed disk, #30)
+
+
+def dirs_view(offline: frozenset[str] = frozenset()) -> ClusterView:
+    """P0 on broker 1 in /a, P1 on broker 2 in /a; broker 1's /b is offline when ``offline`` says so."""
+    return replace(view({P0: (1,), P1: (2,)}),
+                   log_dirs={1: frozenset({"/a", "/b"} - offline), 2: frozenset({"/a", "/b"})},
+                   offline_dirs={1: offline} if offline else {},
+                   replica_dirs={(P0, 1): "/a", (P1, 2): "/a"})
+
+
+def to_b(*partitions: TopicPartition, generation: int = 1) -> Intent:
+    brokers = {P0: 1, P1: 2}
+    return Intent(generation=generation, targets={tp: Target((brokers[tp],), ("/b",)) for tp in partitions})
+
+
+def test_a_target_dir_that_goes_offline_mid_move_fails_its_partition_naming_the_dir() -> None:
+    executing = Memory(phase=Phase.EXECUTING, observed_generation=1)
+    d = decide(to_b(P0), executing, Observation(dirs_view(frozenset({"/b"}))))
+    assert d.phase is Phase.FAILED and d.reason == "LogDirOffline"
+    assert "log dir /b of broker 1 is offline; the replica stays in /a" in d.message
+    assert d.move_dirs == {}, "not asked again: Kafka would refuse it on every tick"
+    assert set(d.dir_failures) == {P0} and d.dir_failures[P0].code == "KAFKA_STORAGE_ERROR"
+
+
+def test_the_other_partitions_go_on_while_one_waits_for_an_offline_dir() -> None:
+    executing = Memory(phase=Phase.EXECUTING, observed_generation=1)
+    d = decide(to_b(P0, P1), executing, Observation(dirs_view(frozenset({"/b"}))))
+    assert d.phase is Phase.EXECUTING and d.move_dirs == {(P1, 2): "/b"}
+    assert set(d.dir_failures) == {P0} and "1 refused by Kafka" in d.message
+    recorded = replace(executing, failures=dict(d.dir_failures))
+    assert decide(to_b(P0, P1), recorded, Observation(dirs_view(frozenset({"/b"})))).dir_failures == {}, \
+        "found once: recorded, it is not reported again"
+
+
+def test_a_spec_naming_an_offline_dir_is_invalid_with_the_reason() -> None:
+    d = decide(to_b(P0), Memory(), Observation(dirs_view(frozenset({"/b"}))))
+    assert d.phase is Phase.INVALID and d.reason == "LogDirOffline"
+    assert "broker 1's log dir '/b' is offline" in d.message
+
+
+def test_an_online_target_dir_is_moved_to_as_before() -> None:
+    d = decide(to_b(P0), Memory(phase=Phase.EXECUTING, observed_generation=1), Observation(dirs_view()))
+    assert d.phase is Phase.EXECUTING and d.move_dirs == {(P0, 1): "/b"} and d.dir_failures == {}

@@ -448,3 +448,34 @@ def test_without_a_log_dir_throttle_a_log_dir_move_sets_nothing() -> None:
     cluster = TwoDirs({P0: (1, 2)})
     tick(cluster, Intent(generation=1, targets={P0: Target((1, 2), ("any", "/b"))}), Memory())
     assert cluster.writes() == ["alter_replica_log_dirs"]
+
+
+class FailedDisk(TwoDirs):
+    """Broker 2's /b has failed: DescribeLogDirs reports it with KAFKA_STORAGE_ERROR."""
+
+    def log_dirs(self, topics: Any, brokers: Any) -> Any:
+        report = super().log_dirs(topics, brokers)
+        return replace(report, broker_dirs={**report.broker_dirs, 2: frozenset({"/a"})}, offline_dirs={2: {"/b"}})
+
+
+def test_a_failed_target_dir_fails_the_move_with_one_event_and_sets_no_throttle_for_it() -> None:
+    cluster = FailedDisk({P0: (1, 2)})
+    intent = Intent(generation=1, targets={P0: Target((1, 2), ("any", "/b"))}, log_dir_throttle=5000)
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1)
+    outcome = tick(cluster, intent, memory)
+    assert outcome.status["phase"] == "Failed"
+    assert outcome.status["failures"] == [{"topic": "orders", "partition": 0, "reason": "KAFKA_STORAGE_ERROR",
+                                           "message": "log dir /b of broker 2 is offline; the replica stays in /a"}]
+    assert [e.reason for e in outcome.events] == ["LogDirOffline"]
+    assert cluster.writes() == [], "no throttle, no AlterReplicaLogDirs: nothing half-applied"
+    assert reconciler.at_rest(1, memory_of(outcome.status, {}), outcome.status), "nothing more to do: at rest"
+
+
+def test_a_failed_target_dir_while_others_move_is_said_in_one_event() -> None:
+    cluster = FailedDisk({P0: (1, 2), P1: (1, 2)})
+    intent = Intent(generation=1, targets={P0: Target((1, 2), ("any", "/b")), P1: Target((1, 3))})
+    outcome = tick(cluster, intent, Memory(phase=Phase.EXECUTING, observed_generation=1))
+    assert outcome.status["phase"] == "Executing"
+    assert [e.reason for e in outcome.events if e.type == "Warning"] == ["LogDirOffline"]
+    again = tick(cluster, intent, memory_of(outcome.status, {}), outcome.status)
+    assert "LogDirOffline" not in [e.reason for e in again.events], "said once"

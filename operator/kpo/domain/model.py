@@ -87,6 +87,8 @@ class LogDirReport:
     future_dirs: dict[ReplicaKey, str] = field(default_factory=dict)
     #: Brokers asked that did not answer (connection refused or timed out): their replicas are not in the report.
     unreachable: frozenset[int] = frozenset()
+    #: Log dirs their broker reports offline (KAFKA_STORAGE_ERROR: a failed disk), by broker.
+    offline_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
 
 
 
@@ -135,8 +137,9 @@ class ClusterView:
     replica_sizes: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     # Topic-level configs kpo validates against (min.insync.replicas).
     min_insync: dict[str, int] = field(default_factory=dict)
-    # Log dirs per broker, from DescribeLogDirs.
+    # Log dirs per broker, from DescribeLogDirs; and those their broker reports offline (a failed disk).
     log_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    offline_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     topics: frozenset[str] = frozenset()
     # The log dir each replica lives in, and the dir a replica is being moved to (AlterReplicaLogDirs in progress),
     # read only when some target names log dirs.

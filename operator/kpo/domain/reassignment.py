@@ -13,8 +13,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kpo.domain.model import ClusterView, OngoingReassignment, PartitionState, Replicas, TopicPartition
+from kpo.domain.model import ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, Replicas, TopicPartition
 from kpo.domain.problems import Problem
+
+#: A log dir a target names is offline on its broker (a failed disk): a condition reason, and the Event's.
+LOG_DIR_OFFLINE = "LogDirOffline"
+STORAGE_ERROR = "KAFKA_STORAGE_ERROR"
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,12 @@ def validate(targets: Targets, view: ClusterView, field_prefix: str = "spec.part
             else:
                 for broker, log_dir in zip(replicas, target.log_dirs, strict=True):
                     known = view.log_dirs.get(broker)
-                    if log_dir != "any" and known is not None and log_dir not in known:
+                    if log_dir != "any" and log_dir in view.offline_dirs.get(broker, ()):
+                        problems.append(Problem(f"{where}.logDirs", LOG_DIR_OFFLINE,
+                                                f"{tp}: broker {broker}'s log dir {log_dir!r} is offline (a failed "
+                                                f"disk: KAFKA_STORAGE_ERROR); its online dirs are "
+                                                f"{sorted(known or ())}"))
+                    elif log_dir != "any" and known is not None and log_dir not in known:
                         problems.append(Problem(f"{where}.logDirs", "UnknownLogDir",
                                                 f"{tp}: broker {broker} has no log dir {log_dir!r} "
                                                 f"(it has {sorted(known)})"))
@@ -169,6 +178,19 @@ class PartitionStatus(Enum):
     # kpo's move is no longer listed, but DescribeTopics still shows its mid-move replicas (target plus removing): it
     # ended at the controller and the answering broker's metadata lags. Neither done nor to be sent again this tick.
     SETTLING = "Settling"
+
+
+def offline_target_dir(tp: TopicPartition, target: Target, view: ClusterView) -> KafkaRefusal | None:
+    """Why a replica of ``tp`` cannot get into the log dir its target names: that dir is offline on its broker (a
+    failed disk; Kafka refuses AlterReplicaLogDirs into it with KAFKA_STORAGE_ERROR for as long as it is). ``None``:
+    every dir the partition still waits for is online."""
+    for (_tp, broker), wanted in sorted(misplaced_dirs(tp, target, view).items()):
+        if wanted in view.offline_dirs.get(broker, ()):
+            now = view.replica_dirs.get((tp, broker))
+            stays = f"; the replica stays in {now}" if now else ""
+            return KafkaRefusal(STORAGE_ERROR, f"log dir {wanted} of broker {broker} is offline{stays}",
+                                retriable=False)
+    return None
 
 
 def misplaced_dirs(tp: TopicPartition, target: Target, view: ClusterView) -> dict[tuple[TopicPartition, int], str]:

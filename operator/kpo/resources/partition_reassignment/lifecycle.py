@@ -92,7 +92,9 @@ from kpo.domain.incremental import kip455_submissions
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, Replicas, TopicPartition
 from kpo.domain.problems import Problem, summarize
 from kpo.domain.reassignment import (
+    LOG_DIR_OFFLINE,
     SETTLING,
+    STORAGE_ERROR,
     Candidate,
     Classification,
     PartitionStatus,
@@ -100,6 +102,7 @@ from kpo.domain.reassignment import (
     Targets,
     classify,
     misplaced_dirs,
+    offline_target_dir,
     validate,
 )
 from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, down_destinations, follow, stalled
@@ -224,6 +227,8 @@ class Decision:
     stalled: Mapping[TopicPartition, Stall] = field(default_factory=dict)
     stall_message: str = ""
     give_up: Mapping[TopicPartition, KafkaRefusal] = field(default_factory=dict)
+    # Partitions found unable to reach their target log dir this step (offline on its broker): failures to record.
+    dir_failures: Mapping[TopicPartition, KafkaRefusal] = field(default_factory=dict)
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
@@ -397,11 +402,18 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
     by_partition = {c.partition: c for c in candidates}
     admitted = [tp for tp in admit(candidates) if tp in by_partition]
     submit = {**retarget, **{tp: by_partition[tp].target for tp in admitted}}
+    # A replica whose target dir is offline on its broker (a failed disk) cannot get there: failed, naming the dir,
+    # not asked again until the spec changes (Kafka would refuse it with KAFKA_STORAGE_ERROR, a retriable code, on
+    # every tick for as long as the disk is out).
+    lost_dirs = {tp: refusal for tp in classification.of(PartitionStatus.LOG_DIRS) if tp not in failed
+                 if (refusal := offline_target_dir(tp, targets[tp], view)) is not None}
+    failures = {**memory.failures, **lost_dirs}
+    failed |= set(lost_dirs)
     # On their brokers but not in the log dirs the spec names: ask the brokers to move them (once per dir move).
-    move_dirs = {key: wanted for tp in classification.of(PartitionStatus.LOG_DIRS)
+    move_dirs = {key: wanted for tp in classification.of(PartitionStatus.LOG_DIRS) if tp not in failed
                  for key, wanted in misplaced_dirs(tp, targets[tp], view).items()
                  if view.future_dirs.get(key) != wanted}
-    dir_moving = bool(classification.of(PartitionStatus.LOG_DIRS))
+    dir_moving = bool(set(classification.of(PartitionStatus.LOG_DIRS)) - failed)
     # Original replicas are written down before the first move of a partition is sent, never overwritten afterwards.
     save = {tp: observed.view.partitions[tp].replicas for tp in submit
             if tp not in memory.originals and tp in observed.view.partitions}
@@ -409,7 +421,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
     running = bool(in_flight or submit or cancel or pending or blocked or dir_moving)
     base = Decision(phase, "", "", save_originals=save, cancel=tuple(sorted(cancel)), submit=submit,
                     move_dirs=move_dirs, conflicts=tuple(conflicts), classification=classification,
-                    skipped=dict(skipped or {}), targets=targets)
+                    skipped=dict(skipped or {}), targets=targets, dir_failures=lost_dirs)
     final = Phase.REVERTED if phase is Phase.REVERTING else Phase.SUCCEEDED
     if done and not running and not failed:
         if final is Phase.REVERTED and skipped:
@@ -420,12 +432,16 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         return _with(base, phase=final, reason=final.value, message=f"every partition {verb}")
     if failed and not running:
         worst = sorted(failed)[:3]
-        detail = "; ".join(f"{tp}: {memory.failures[tp]}" for tp in worst)
-        if all(memory.failures[tp].code == STALLED_CODE for tp in failed):
+        detail = "; ".join(f"{tp}: {failures[tp]}" for tp in worst)
+        if all(failures[tp].code == STORAGE_ERROR for tp in failed):
+            return _with(base, phase=Phase.FAILED, reason=LOG_DIR_OFFLINE,
+                         message=f"{len(failed)} of {len(targets)} partition(s) cannot reach the log dir their "
+                                 f"target names, offline on its broker (a failed disk): {detail}")
+        if all(failures[tp].code == STALLED_CODE for tp in failed):
             return _with(base, phase=Phase.FAILED, reason=MOVE_STALLED,
                          message=f"{len(failed)} of {len(targets)} partition move(s) stalled and were cancelled "
                                  f"(execution.onStall Cancel): {detail}")
-        return _with(base, phase=Phase.FAILED, reason=access.refusal_reason(memory.failures[tp] for tp in failed),
+        return _with(base, phase=Phase.FAILED, reason=access.refusal_reason(failures[tp] for tp in failed),
                      message=f"Kafka refused {len(failed)} of {len(targets)} partition move(s): {detail}")
     moving = len(in_flight) + len(submit) - len(retarget) + len(classification.of(PartitionStatus.SETTLING))
     return _running(base, moving=moving, skipped=len(skipped or {}), failed=len(failed), waiting=waiting,

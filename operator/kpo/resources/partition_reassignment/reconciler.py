@@ -21,7 +21,14 @@ from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal, CordonState
 from kpo.domain.leaders_away import ELECTION_NOT_NEEDED, LeadersAway, leaders_away
 from kpo.domain.model import ClusterView, KafkaRefusal, LogDirReport, PartitionState, Replicas, TopicPartition
-from kpo.domain.reassignment import Candidate, PartitionStatus, changes_replication_factor, misplaced_dirs, settled
+from kpo.domain.reassignment import (
+    LOG_DIR_OFFLINE,
+    Candidate,
+    PartitionStatus,
+    changes_replication_factor,
+    misplaced_dirs,
+    settled,
+)
 from kpo.domain.refill import Work, remaining_bytes
 from kpo.domain.throttle import CLEANUP_PENDING_PREFIX, ThrottleJournal, ThrottlePlan, describe_pending
 from kpo.domain.throttle import plan as throttle_plan
@@ -97,7 +104,8 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
         dirs = LogDirReport(sizes={**dirs.sizes, **more.sizes}, broker_dirs={**dirs.broker_dirs, **more.broker_dirs},
                             replica_dirs={**dirs.replica_dirs, **more.replica_dirs},
                             future_dirs={**dirs.future_dirs, **more.future_dirs},
-                            unreachable=dirs.unreachable | more.unreachable)
+                            unreachable=dirs.unreachable | more.unreachable,
+                            offline_dirs={**dirs.offline_dirs, **more.offline_dirs})
     if with_configs:
         # Validation judges the replicas a partition has now. A move someone else starts between the two reads shows
         # in DescribeTopics as its mid-move union with nothing listed as moving: RF 1 moving [1] -> [2] reads [2, 1],
@@ -119,6 +127,7 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
     return ClusterView(brokers=seen.brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=seen.topic_names | late,
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable,
+                       offline_dirs=dirs.offline_dirs,
                        recently_moved=frozenset(tp for tp in partitions
                                                 if tp in seen.recently_moved and tp not in ongoing))
 
@@ -327,6 +336,7 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     """Carry the decision out, in the order that keeps every step safe to interrupt."""
     kafka = ports.kafka
     _refused_meanwhile(ports, effects)
+    _lost_dirs(decision, effects)
     waiting = _waiting(decision, ports)
     # 1. The original replicas are on record before any move of theirs is sent.
     recording = {**{tp: r for tp, r in waiting.items() if tp not in memory.originals}, **decision.save_originals}
@@ -432,6 +442,18 @@ def _answering(view: ClusterView) -> set[int]:
     that broker, and one that just died stays listed until it is fenced: each request to it waited out the whole
     timeout, holding the tick (and the cluster's other calls) for seconds."""
     return {b for b in view.brokers if view.available(b)}
+
+
+def _lost_dirs(decision: Decision, effects: _Effects) -> None:
+    """Partitions found unable to reach their target log dir (offline on its broker) are recorded as failures: found
+    this step, so said once, and not looked for again until the spec changes."""
+    if not decision.dir_failures:
+        return
+    effects.failures.update(decision.dir_failures)
+    if decision.reason != LOG_DIR_OFFLINE:  # a step that fails the resource for it says so in the phase's own Event
+        detail = "; ".join(f"{tp}: {f.message}" for tp, f in sorted(decision.dir_failures.items())[:3])
+        effects.events.append(Event("Warning", LOG_DIR_OFFLINE, f"{len(decision.dir_failures)} partition(s) cannot "
+                                                                f"reach their target log dir: {detail}"))
 
 
 def _refused_meanwhile(ports: Ports, effects: _Effects) -> None:

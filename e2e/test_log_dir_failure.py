@@ -1,0 +1,102 @@
+"""A log dir that fails mid-move (issue 30): a cluster of this module's own, whose broker 1 has its second log dir on
+an 8 MiB tmpfs. A PartitionReassignment moves a 20 MB replica into that dir; the copy fills the file system, Kafka
+takes the dir offline as it does a failed disk (KAFKA_STORAGE_ERROR in DescribeLogDirs), and kpo must end Failed with
+a condition that names the dir, say so in one Event, and leave the replica where it was, online. Judged with
+Kafka's view: DescribeLogDirs and DescribeTopics.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient
+from kafka.structs import TopicPartitionReplica
+from kubernetes import client
+
+from e2e.kafka_support import create_topic, wait_for
+from e2e.kube_support import Resources
+from e2e.own_cluster_support import KPR, operator_for
+from e2e.reassignment_support import fill
+from kafka import KafkaAdminClient
+from kpo_testbed import Testbed, procs
+from kpo_testbed.kafka import KafkaCluster
+from kpo_testbed.paths import cache_root, read_versions
+
+PREFIX = f"e2e-disk-{uuid.uuid4().hex[:6]}"
+SMALL = "8m"
+STORAGE_ERROR = 56  # KAFKA_STORAGE_ERROR
+
+
+@pytest.fixture(scope="module")
+def small_disk_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """3 KRaft nodes on the bed's Kafka; broker 1's second log dir is a tmpfs of 8 MiB."""
+    libs = cache_root() / f"kafka-{read_versions()['KAFKA_VERSION']}" / "libs"
+    cluster = KafkaCluster.on_free_ports(tmp_path_factory.mktemp("kafka-small-disk"), libs)
+    cluster.write_config()
+    small = cluster.log_dirs(1)[1]
+    small.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL}", "tmpfs", str(small)], check=True)
+    records = []
+    try:
+        cluster.format_storage()
+        records = [cluster.start_node(n.node_id) for n in cluster.nodes]
+        cluster.wait_healthy()
+        yield cluster
+    finally:
+        procs.stop_all(records)
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+@pytest.fixture(scope="module")
+def disk_resources(kpo_crds: None, testbed: Testbed, api_client: client.ApiClient,
+                   small_disk_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resources]:
+    with operator_for(api_client, testbed.state.kube.kubeconfig, small_disk_cluster.bootstrap_servers, PREFIX,
+                      tmp_path_factory.mktemp("disk-operator")) as resources:
+        yield resources
+
+
+def broker_dirs(kp: KafkaAdminClient, topic: str) -> dict[str, tuple[int, list[tuple[int, int, bool]]]]:
+    """Broker 1's log dirs as DescribeLogDirs reports them: error code, and the topic's replicas (partition, size,
+    future)."""
+    return {d["log_dir"]: (int(d.get("error_code", 0)),
+                           [(int(p["partition_index"]), int(p["partition_size"]), bool(p.get("is_future_key")))
+                            for t in d.get("topics", []) if t["name"] == topic for p in t["partitions"]])
+            for answer in kp.describe_log_dirs([topic], brokers=[1]) for d in answer["log_dirs"]}
+
+
+def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
+        small_disk_cluster: KafkaCluster, disk_resources: Resources, topic_name: str) -> None:
+    cluster = small_disk_cluster
+    big, small = (str(d) for d in cluster.log_dirs(1))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    try:
+        create_topic(admin, topic_name, 1, assignment=[[1]])
+        # Kafka puts a new replica in either dir: into the big one first, so the move has 20 MB to copy.
+        kp.alter_replica_log_dirs({TopicPartitionReplica(topic_name, 0, 1): big})
+        wait_for(lambda: broker_dirs(kp, topic_name)[big][1], 30, "the replica in the big dir")
+        fill(cluster.bootstrap_servers, topic_name, [0], messages=2000)  # x 10 kB
+        disk_resources.create(KPR, "to-small", {"partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [1], "logDirs": [small]}]})
+        status = disk_resources.wait_phase(KPR, "to-small", {"Failed", "Succeeded", "Invalid"}, timeout=90)
+
+        assert status["phase"] == "Failed", status
+        ready = disk_resources.condition(KPR, "to-small", "Ready")
+        assert ready is not None and ready["reason"] == "LogDirOffline"
+        assert f"log dir {small} of broker 1 is offline; the replica stays in {big}" in ready["message"]
+        assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
+        events = [e for e in disk_resources.events("to-small") if e.reason == "LogDirOffline"]
+        assert len(events) == 1, [(e.reason, e.message) for e in disk_resources.events("to-small")]
+        # Kafka's view: the small dir offline, the replica whole in the big one, the partition led by broker 1.
+        dirs = broker_dirs(kp, topic_name)
+        assert dirs[small][0] == STORAGE_ERROR
+        assert dirs[big] == (0, [(0, dirs[big][1][0][1], False)]) and dirs[big][1][0][1] >= 20_000_000
+        described: Any = admin.describe_topics(TopicCollection([topic_name]))[topic_name].result(timeout=30)
+        assert described.partitions[0].leader.id == 1
+    finally:
+        kp.close()
