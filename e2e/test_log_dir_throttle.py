@@ -6,6 +6,7 @@ Judged with Kafka's own ConfigCommand and DescribeLogDirs, not with kpo's status
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -60,6 +61,15 @@ def test_a_log_dir_move_runs_under_the_intra_broker_throttle_and_leaves_no_rate_
         # While broker 1 copies: kpo's rate on broker 1, the user's on broker 2 as it was.
         assert configs_of(testbed, bootstrap_servers, 1).get(LOG_DIR_RATE) == str(SLOW)
         assert configs_of(testbed, bootstrap_servers, 2).get(LOG_DIR_RATE) == USERS_RATE
+        # The copy as the status shows it, against DescribeLogDirs: the replica's bytes, some of them copied.
+        def copying() -> dict[str, Any] | None:
+            entries = resources.status(KPR, "dirs").get("progress", {}).get("logDirs") or []
+            return next((e for e in entries if e["broker"] == 1 and e["copying"] == 1), None)
+
+        entry = wait_for(copying, 30, "status.progress.logDirs showing broker 1's copy")
+        assert entry["logDir"] == other[1] and entry["partitions"] == 1
+        assert entry["bytesToMove"] == adapter.log_dirs([topic_name], [1]).sizes[(tp0, 1)]
+        assert 0 <= entry["bytesCopied"] < entry["bytesToMove"]
         status = resources.status(KPR, "dirs")
         assert status["phase"] == "Executing"
         assert (status["throttle"]["logDirRate"], status["throttle"]["logDirBrokers"]) == (SLOW, [1])

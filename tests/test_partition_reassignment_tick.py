@@ -479,3 +479,31 @@ def test_a_failed_target_dir_while_others_move_is_said_in_one_event() -> None:
     assert [e.reason for e in outcome.events if e.type == "Warning"] == ["LogDirOffline"]
     again = tick(cluster, intent, memory_of(outcome.status, {}), outcome.status)
     assert "LogDirOffline" not in [e.reason for e in again.events], "said once"
+
+
+class Copying(TwoDirs):
+    """Broker 2 copies orders-0 into /b: 400 of its 1,000,000 bytes are there so far, until ``done``."""
+
+    done = False
+
+    def alter_replica_log_dirs(self, moves: Any) -> Any:
+        return FakeCluster.alter_replica_log_dirs(self, moves)
+
+    def log_dirs(self, topics: Any, brokers: Any) -> Any:
+        report = super().log_dirs(topics, brokers)
+        if self.done:
+            return replace(report, replica_dirs={**report.replica_dirs, (P0, 2): "/b"})
+        return replace(report, future_dirs={(P0, 2): "/b"}, future_sizes={(P0, 2): 400})
+
+
+def test_the_status_shows_each_log_dir_copy_and_drops_it_when_it_is_done() -> None:
+    cluster = Copying({P0: (1, 2)})
+    intent = Intent(generation=1, targets={P0: Target((1, 2), ("any", "/b"))})
+    outcome = tick(cluster, intent, Memory(phase=Phase.EXECUTING, observed_generation=1))
+    assert outcome.status["phase"] == "Executing"
+    assert outcome.status["progress"]["logDirs"] == [{"broker": 2, "logDir": "/b", "partitions": 1, "copying": 1,
+                                                      "bytesToMove": 1_000_000, "bytesCopied": 400}]
+    cluster.done = True
+    done = tick(cluster, intent, memory_of(outcome.status, {}), outcome.status)
+    assert done.status["phase"] == "Succeeded"
+    assert "logDirs" in done.status["progress"] and done.status["progress"]["logDirs"] is None, "removed"

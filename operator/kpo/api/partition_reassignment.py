@@ -556,6 +556,17 @@ class PlanSummary(StatusModel):
     )
 
 
+class LogDirProgress(StatusModel):
+    """Replicas of this resource moving into one log dir of one broker (AlterReplicaLogDirs)."""
+
+    broker: int = Field(ge=0, description="Broker id.")
+    log_dir: str = Field(description="The log dir the replicas move into.")
+    partitions: int = Field(default=0, ge=0, description="Replicas still to get there.")
+    copying: int = Field(default=0, ge=0, description="Of those, the ones the broker is copying now.")
+    bytes_to_move: int = Field(default=0, ge=0, description="Their bytes in the dirs they are in now.")
+    bytes_copied: int = Field(default=0, ge=0, description="Bytes the broker has copied into the new dir so far.")
+
+
 class Progress(StatusModel):
     """How far the execution is, counted in partitions and bytes."""
 
@@ -586,6 +597,10 @@ class Progress(StatusModel):
         default=None, description="While paused: when the pause began (pausedSeconds counts it so far)."
     )
     summary: str = Field(default="", description='Completed/total partitions, e.g. "12/30" (the Progress column).')
+    log_dirs: list[LogDirProgress] | None = Field(
+        default=None, max_length=100,
+        description="Replicas still to move between the log dirs of their broker (logDirs), per broker and target "
+        "dir (the first 100); absent when none.")
 
 
 class Conflict(StatusModel):

@@ -89,6 +89,8 @@ class LogDirReport:
     unreachable: frozenset[int] = frozenset()
     #: Log dirs their broker reports offline (KAFKA_STORAGE_ERROR: a failed disk), by broker.
     offline_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    #: The bytes each replica moving between log dirs has in its new dir so far.
+    future_sizes: dict[ReplicaKey, int] = field(default_factory=dict)
 
 
 
@@ -145,6 +147,7 @@ class ClusterView:
     # read only when some target names log dirs.
     replica_dirs: dict[tuple[TopicPartition, int], str] = field(default_factory=dict)
     future_dirs: dict[tuple[TopicPartition, int], str] = field(default_factory=dict)
+    future_sizes: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     # Bytes/s producers write to each partition, estimated from the growth of its size between observations.
     write_rates: dict[TopicPartition, float] = field(default_factory=dict)
     # Brokers DescribeCluster lists that did not answer kpo's DescribeLogDirs: a broker that died stays registered

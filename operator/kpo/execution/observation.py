@@ -60,6 +60,7 @@ class Look:
     broker_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     unreachable: frozenset[int] = frozenset()
     offline_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    future_sizes: dict[str, dict[ReplicaKey, int]] = field(default_factory=dict)
     #: Partitions an earlier look listed as moving within ``SETTLE_SECONDS`` that this one does not list.
     recently_moved: frozenset[TopicPartition] = frozenset()
 
@@ -72,7 +73,8 @@ class Look:
                             broker_dirs=dict(self.broker_dirs),
                             replica_dirs={k: v for t in topics for k, v in self.replica_dirs.get(t, {}).items()},
                             future_dirs={k: v for t in topics for k, v in self.future_dirs.get(t, {}).items()},
-                            unreachable=self.unreachable, offline_dirs=dict(self.offline_dirs))
+                            unreachable=self.unreachable, offline_dirs=dict(self.offline_dirs),
+                            future_sizes={k: v for t in topics for k, v in self.future_sizes.get(t, {}).items()})
 
     def partition_size(self, tp: TopicPartition) -> int:
         state = self.states.get(tp.topic, {}).get(tp)
@@ -106,7 +108,8 @@ def look(kafka: KafkaAdmin, topics: Collection[str], started: float) -> Look:
                 replica_dirs=_by_topic(report.replica_dirs),  # type: ignore[arg-type]
                 future_dirs=_by_topic(report.future_dirs),  # type: ignore[arg-type]
                 broker_dirs=dict(report.broker_dirs), unreachable=report.unreachable,
-                offline_dirs=dict(report.offline_dirs))
+                offline_dirs=dict(report.offline_dirs),
+                future_sizes=_by_topic(report.future_sizes))  # type: ignore[arg-type]
 
 
 @dataclass

@@ -607,6 +607,7 @@ class KafkaAdminAdapter:
                         if p.get("is_future_key"):
                             # A log-dir move in progress: the current replica is counted in its own dir.
                             report.future_dirs[key] = log_dir["log_dir"]
+                            report.future_sizes[key] = int(p["partition_size"])
                             continue
                         report.replica_dirs[key] = log_dir["log_dir"]
                         report.sizes[key] = max(report.sizes.get(key, 0), int(p["partition_size"]))

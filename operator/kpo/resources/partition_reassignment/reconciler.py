@@ -105,7 +105,8 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
                             replica_dirs={**dirs.replica_dirs, **more.replica_dirs},
                             future_dirs={**dirs.future_dirs, **more.future_dirs},
                             unreachable=dirs.unreachable | more.unreachable,
-                            offline_dirs={**dirs.offline_dirs, **more.offline_dirs})
+                            offline_dirs={**dirs.offline_dirs, **more.offline_dirs},
+                            future_sizes={**dirs.future_sizes, **more.future_sizes})
     if with_configs:
         # Validation judges the replicas a partition has now. A move someone else starts between the two reads shows
         # in DescribeTopics as its mid-move union with nothing listed as moving: RF 1 moving [1] -> [2] reads [2, 1],
@@ -127,7 +128,7 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
     return ClusterView(brokers=seen.brokers, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=seen.topic_names | late,
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable,
-                       offline_dirs=dirs.offline_dirs,
+                       offline_dirs=dirs.offline_dirs, future_sizes=dirs.future_sizes,
                        recently_moved=frozenset(tp for tp in partitions
                                                 if tp in seen.recently_moved and tp not in ongoing))
 

@@ -26,6 +26,7 @@ from kpo.api import (
     Duration,
     InFlightMove,
     LeaderElectionResult,
+    LogDirProgress,
     PartitionFailure,
     PartitionReassignmentStatus,
     PlanSummary,
@@ -46,7 +47,7 @@ from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.pause import ExecutionClock, eta_while_paused
 from kpo.domain.plan_contract import PlanMetrics
 from kpo.domain.proposal import Proposal
-from kpo.domain.reassignment import Classification, Progress, progress
+from kpo.domain.reassignment import Classification, PartitionStatus, Progress, misplaced_dirs, progress
 from kpo.domain.stall import STALLED_CODE, Stall, Watch
 from kpo.domain.throttle import ThrottleJournal
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
@@ -217,6 +218,11 @@ def _progress_fields(before: PartitionReassignmentStatus, decision: Decision, cl
         "bytes_to_move": counted.bytes_to_move, "bytes_moved": counted.bytes_moved, "percent": counted.percent,
         "summary": counted.summary,
     }
+    dirs = _log_dir_progress(decision, classification, view, failures)
+    if dirs:
+        written["log_dirs"] = dirs
+    elif old.log_dirs:
+        written["log_dirs"] = None  # the last one got there: removed (merge patch)
     eta = counted.eta_seconds(elapsed)
     if decision.phase is Phase.PAUSED:
         eta = eta_while_paused(eta, old.eta_seconds)
@@ -234,6 +240,29 @@ def _progress_fields(before: PartitionReassignmentStatus, decision: Decision, cl
             # The estimate against the run's time without its pauses.
             fields["duration"] = _duration(before.proposal, int(elapsed))
     return {"progress": ProgressStatus(**written), **fields}
+
+
+def _log_dir_progress(decision: Decision, classification: Classification, view: ClusterView,
+                      failures: Mapping[TopicPartition, KafkaRefusal]) -> list[LogDirProgress]:
+    """status.progress.logDirs: the replicas still to move between their broker's dirs, per broker and target dir,
+    with what DescribeLogDirs shows of the copies running (a failed one is in status.failures instead)."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    for tp in classification.of(PartitionStatus.LOG_DIRS):
+        if tp in failures:
+            continue
+        for key, wanted in misplaced_dirs(tp, decision.targets[tp], view).items():
+            if key not in view.replica_dirs:
+                continue  # still to be created on its broker by a move: it is created in its dir
+            counts = groups.setdefault((key[1], wanted), [0, 0, 0, 0])
+            size = view.replica_sizes.get(key, 0)
+            counts[0] += 1
+            counts[2] += size
+            if view.future_dirs.get(key) == wanted:
+                counts[1] += 1
+                counts[3] += min(size, view.future_sizes.get(key, 0))
+    return [LogDirProgress(broker=broker, log_dir=log_dir, partitions=n, copying=copying, bytes_to_move=to_move,
+                           bytes_copied=copied)
+            for (broker, log_dir), (n, copying, to_move, copied) in sorted(groups.items())[:REPORTED_PARTITIONS]]
 
 
 def _in_flight(tp: TopicPartition, replicas: Replicas, watch: Watch | None, now: dt.datetime) -> InFlightMove:
