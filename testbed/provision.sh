@@ -5,7 +5,8 @@
 #
 #   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|prometheus|node|coredns]
 #
-# `base` is Kafka, etcd, the Kubernetes control plane, helm and prometheus/promtool (`make demo` needs all but the last); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
+# `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `prometheus` is prometheus and
+# promtool (the alert-rule tests and e2e/test_prometheus.py: `make test`, `make e2e`); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
 # operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
@@ -290,7 +291,7 @@ case "$what" in
   k8s) provision_k8s ;;
   etcd) provision_etcd ;;
   helm) provision_helm ;;
-  base) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus ;;
+  base) provision_kafkas; provision_etcd; provision_helm; provision_k8s ;;
   coredns) provision_coredns ;;
   prometheus) provision_prometheus ;;
   all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus; provision_node_packages

@@ -1,6 +1,6 @@
 """The shipped alert rules (deploy/prometheus/*.yaml), checked and unit-tested by the real promtool.
 
-promtool comes from `testbed/provision.sh prometheus` (part of `make provision`). Without it these tests skip on a
+promtool comes from `make provision-prometheus` (which `make test` runs first). Without it these tests skip on a
 developer's machine, and fail under CI=true: CI provisions it, so a missing binary there is a broken pipeline, not a
 reason to pass.
 """
@@ -36,7 +36,7 @@ def promtool() -> Path:
     if tool.is_file():
         return tool
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{tool} is missing: CI must provision it (make provision, or testbed/provision.sh prometheus)")
+        pytest.fail(f"{tool} is missing: CI must provision it (make provision-prometheus)")
     pytest.skip(f"{tool} is not provisioned (testbed/provision.sh prometheus builds it)")
 
 
