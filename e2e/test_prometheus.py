@@ -1,0 +1,128 @@
+"""A real Prometheus scrapes the operator and evaluates kpo's shipped alert rules (issue 28).
+
+The module runs its own operator (metrics on a free port, watching only this module's namespaces) with two clusters:
+the test bed's default, and "wrongpass", the test bed's SASL user with a wrong password from a Secret. Prometheus
+(built by `testbed/provision.sh prometheus`) scrapes it with a static config and loads deploy/prometheus/*.yaml as
+shipped. One PartitionReassignment moves a partition on the default cluster, another is refused a login; then PromQL
+over the HTTP API must see the first one's transition, every rule must be loaded and evaluated without error, and the
+auth alert must fire for "wrongpass" and for nothing else.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient
+from kubernetes import client
+
+from e2e.conftest import SESSION
+from e2e.helm_support import free_port
+from e2e.kafka_support import create_topic
+from e2e.kube_support import Resources, wait_until
+from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
+from e2e.prometheus_support import JOB, PrometheusServer
+from e2e.reassignment_support import spec_partitions
+from kpo_testbed import Testbed
+from kpo_testbed.kafka import LIMITED_USER, SCRAM_MECHANISM
+from kpo_testbed.prometheus import alert_names, shipped_rule_files, write_rule_file
+
+KPR = "PartitionReassignment"
+PREFIX = f"e2e-prom-{SESSION}"
+SECRET = "kafka-kpo-prometheus-e2e"
+
+
+@pytest.fixture(scope="module")
+def prom_operator(testbed: Testbed, kpo_crds: None, api_client: client.ApiClient, operator_namespace: str,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_secret(operator_namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name=SECRET), string_data={"wrong": "wrong-" + secrets.token_hex(8)}))
+    folder = tmp_path_factory.mktemp("prom-operator")
+    config_path = folder / "kpo.yaml"
+    config_path.write_text(yaml.safe_dump({"pollIntervalSeconds": 1, "clusters": {
+        "default": {"bootstrapServers": testbed.state.kafka.bootstrap_servers},
+        "wrongpass": {"bootstrapServers": testbed.state.kafka.sasl_bootstrap_servers,
+                      "securityProtocol": "SASL_PLAINTEXT",
+                      "sasl": {"mechanism": SCRAM_MECHANISM, "username": LIMITED_USER,
+                               "passwordSecret": {"name": SECRET, "key": "wrong"}}},
+    }}))
+    env = operator_env(testbed.state.kube.kubeconfig, testbed.state.kafka.bootstrap_servers,
+                       {"KPO_CONFIG": str(config_path), "KPO_NAMESPACE": operator_namespace})
+    operator = OperatorProcess(env, folder / "operator.log", namespaces=[f"{PREFIX}-*"], metrics_port=free_port())
+    operator.start()
+    try:
+        yield operator
+    finally:
+        operator.stop()
+        core.delete_namespaced_secret(SECRET, operator_namespace)
+
+
+@pytest.fixture
+def prometheus(prom_operator: OperatorProcess, tmp_path: Path) -> Iterator[PrometheusServer]:
+    rules = [write_rule_file(p, tmp_path) for p in shipped_rule_files()]
+    server = PrometheusServer(tmp_path / "prometheus", [f"127.0.0.1:{prom_operator.metrics_port}"], rules)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def namespace(api_client: client.ApiClient, prom_operator: OperatorProcess) -> Iterator[str]:
+    with watched_namespace(api_client, PREFIX) as name:
+        yield name
+
+
+def value(sample: dict[str, Any]) -> float:
+    return float(sample["value"][1])
+
+
+def test_prometheus_scrapes_kpo_and_evaluates_its_alert_rules(
+        prometheus: PrometheusServer, kafka_admin: AdminClient, topic_name: str, resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, 1, assignment=[[1, 2]])
+    resources.create(KPR, "move", {"partitions": spec_partitions(topic_name, {0: [2, 3]})})
+    resources.create(KPR, "refused", {"clusterRef": "wrongpass",
+                                      "partitions": spec_partitions(topic_name, {0: [3, 1]})})
+    resources.wait_phase(KPR, "move", "Succeeded", timeout=90)
+
+    up = wait_until(lambda: prometheus.query(f'up{{job="{JOB}"}} == 1'), 30, "a successful scrape of the operator")
+    assert len(up) == 1, up
+
+    # The operator is this module's own: its only Succeeded transition is "move"'s.
+    succeeded = f'kpo_phase_transitions_total{{job="{JOB}",kind="{KPR}",phase="Succeeded"}}'
+    seen = wait_until(lambda: prometheus.query(succeeded), 30, f"{succeeded} in Prometheus")
+    print(f"PromQL {succeeded}: {seen}")
+    assert [value(s) for s in seen] == [1.0], seen
+    at_rest = prometheus.query(f'kpo_resources{{job="{JOB}",kind="{KPR}",phase="Succeeded"}}')
+    assert [value(s) for s in at_rest] == [1.0], at_rest
+
+    # Every shipped rule is loaded, evaluated and healthy.
+    shipped = {name for path in shipped_rule_files() for name in alert_names(path)}
+
+    def evaluated() -> list[dict[str, Any]] | None:
+        rules = [r for g in prometheus.api("rules")["groups"] for r in g["rules"]]
+        done = all(not str(r.get("lastEvaluation", "")).startswith("0001-") for r in rules)
+        return rules if rules and done else None
+
+    rules = wait_until(evaluated, 30, "every rule evaluated once")
+    assert {r["name"] for r in rules} == shipped
+    unhealthy = [(r["name"], r["health"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+    assert unhealthy == [], unhealthy
+    print(f"{len(rules)} rules loaded and healthy: {sorted(shipped)}")
+
+    # The refused login fires the auth alert, for that cluster only, and nothing else fires.
+    def firing() -> list[dict[str, Any]] | None:
+        alerts = [a for a in prometheus.api("alerts")["alerts"] if a["state"] == "firing"]
+        return alerts if any(a["labels"]["alertname"] == "KpoKafkaAuthFailed" for a in alerts) else None
+
+    alerts = wait_until(firing, 60, "KpoKafkaAuthFailed firing")
+    print("firing:", [(a["labels"]["alertname"], a["labels"].get("cluster"), a["labels"].get("reason"))
+                      for a in alerts])
+    assert {(a["labels"]["alertname"], a["labels"]["cluster"], a["labels"]["reason"]) for a in alerts} == \
+        {("KpoKafkaAuthFailed", "wrongpass", "AuthenticationFailed")}
+    stalled = resources.condition(KPR, "refused", "Stalled")
+    assert stalled is not None and stalled["reason"] == "AuthenticationFailed", stalled
