@@ -99,6 +99,10 @@ def test_prometheus_scrapes_kpo_and_evaluates_its_alert_rules(
     assert [value(s) for s in seen] == [1.0], seen
     at_rest = prometheus.query(f'kpo_resources{{job="{JOB}",kind="{KPR}",phase="Succeeded"}}')
     assert [value(s) for s in at_rest] == [1.0], at_rest
+    # The gauges the stalled-move and left-throttle alerts read are real series, 0 on both configured clusters.
+    for gauge in ("kpo_stalled_moves", "kpo_ended_resources_holding_throttle"):
+        found = {s["metric"]["cluster"]: value(s) for s in prometheus.query(f'{gauge}{{job="{JOB}"}}')}
+        assert found == {"default": 0.0, "wrongpass": 0.0}, (gauge, found)
 
     # Every shipped rule is loaded, evaluated and healthy.
     shipped = {name for path in shipped_rule_files() for name in alert_names(path)}
