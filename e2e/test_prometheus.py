@@ -26,7 +26,8 @@ from e2e.kafka_support import create_topic
 from e2e.kube_support import Resources, wait_until
 from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from e2e.prometheus_support import JOB, PrometheusServer
-from e2e.reassignment_support import spec_partitions
+from e2e.reassignment_support import fill, spec_partitions
+from e2e.test_broker_loss import _roles, node_down
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import LIMITED_USER, SCRAM_MECHANISM
 from kpo_testbed.prometheus import alert_names, shipped_rule_files, write_rule_file
@@ -130,3 +131,60 @@ def test_prometheus_scrapes_kpo_and_evaluates_its_alert_rules(
         {("KpoKafkaAuthFailed", "wrongpass", "AuthenticationFailed")}
     stalled = resources.condition(KPR, "refused", "Stalled")
     assert stalled is not None and stalled["reason"] == "AuthenticationFailed", stalled
+
+
+def test_a_stall_a_left_throttle_and_a_failure_reach_prometheus(
+        testbed: Testbed, prometheus: PrometheusServer, kafka_admin: AdminClient, bootstrap_servers: str,
+        topic_name: str, resources: Resources) -> None:
+    """The execution alerts' inputs from a real stall: two throttled moves onto a broker that is then killed. The
+    Report move stays flagged (kpo_stalled_moves 1); the Cancel move is cancelled and its resource ends Failed with
+    reason MoveStalled (KpoResourceFailed fires); stopping the Report resource while the broker is down leaves the
+    broker's throttle rate it cannot take back (kpo_ended_resources_holding_throttle >= 1). Once the broker is back,
+    both gauges return to 0."""
+    controller, victim, _ = _roles(testbed)
+    # As in e2e/test_pause_and_stall.py: 15 MB per partition under 500 kB/s keep both moves in flight for a minute.
+    create_topic(kafka_admin, topic_name, 2, assignment=[[controller], [controller]])
+    fill(bootstrap_servers, topic_name, [0, 1], messages=1500)
+    execution = {"throttle": 500_000, "stallAfterSeconds": 10}
+    resources.create(KPR, "report", {"partitions": spec_partitions(topic_name, {0: [victim]}),
+                                     "execution": execution})
+    resources.create(KPR, "cancel", {"partitions": spec_partitions(topic_name, {1: [victim]}),
+                                     "execution": {**execution, "onStall": "Cancel"}})
+
+    def copying(name: str) -> bool:
+        moves = resources.status(KPR, name).get("inFlight") or []
+        return bool(moves) and int(moves[0].get("copiedBytes") or 0) > 0
+
+    wait_until(lambda: copying("report") and copying("cancel"), 60, "both moves copying")
+
+    def gauge(name: str) -> float | None:
+        found = prometheus.query(f'{name}{{job="{JOB}",cluster="default"}}')
+        return value(found[0]) if found else None
+
+    with node_down(testbed, victim):
+        resources.wait_phase(KPR, "cancel", "Failed", timeout=60)
+        # Only the Report move is still a stalled move in flight; the Cancel one was cancelled for it.
+        wait_until(lambda: gauge("kpo_stalled_moves") == 1.0, 30, "kpo_stalled_moves 1 in Prometheus")
+
+        def failed_alert() -> list[dict[str, Any]]:
+            return [a for a in prometheus.api("alerts")["alerts"] if a["state"] == "firing"
+                    and a["labels"]["alertname"] == "KpoResourceFailed"]
+
+        alerts = wait_until(failed_alert, 30, "KpoResourceFailed firing")
+        assert [(a["labels"]["kind"], a["labels"]["reason"]) for a in alerts] == [(KPR, "MoveStalled")], alerts
+
+        resources.patch_spec(KPR, "report", {"stop": True})
+        resources.wait_phase(KPR, "report", "Stopped", timeout=60)
+        progressing = resources.condition(KPR, "report", "Progressing")
+        assert progressing is not None and progressing["reason"] == "ThrottleCleanupPending", progressing
+        wait_until(lambda: (gauge("kpo_ended_resources_holding_throttle") or 0) >= 1.0, 30,
+                   "kpo_ended_resources_holding_throttle in Prometheus")
+        held = gauge("kpo_ended_resources_holding_throttle")
+        print(f"while broker {victim} is down: kpo_ended_resources_holding_throttle {held}, "
+              f"firing {[(a['labels']['alertname'], a['labels'].get('reason')) for a in alerts]}")
+        assert gauge("kpo_stalled_moves") == 0.0, "a stopped resource's moves are no longer in flight"
+
+    # The broker is back: kpo takes its rates back, and both gauges say so.
+    wait_until(lambda: gauge("kpo_ended_resources_holding_throttle") == 0.0, 120,
+               "kpo_ended_resources_holding_throttle back to 0")
+    assert gauge("kpo_stalled_moves") == 0.0

@@ -220,11 +220,16 @@ def stalled(*moves: tuple[str, int, bool]) -> list[dict[str, Any]]:
 
 
 def test_stalled_moves_count_those_still_in_flight() -> None:
-    tick("a", {}, {"phase": "Executing", "stalledMoves": stalled(("t", 0, False), ("t", 1, True))}, "stall")
-    tick("b", {}, {"phase": "Executing", "stalledMoves": stalled(("u", 0, False))}, "stall")
+    tick("a", {}, {"phase": "Executing", "inFlight": in_flight(("t", 0, [3]), ("t", 2, [3])),
+                   "stalledMoves": stalled(("t", 0, False), ("t", 1, True))}, "stall")
+    tick("b", {}, {"phase": "Executing", "inFlight": in_flight(("u", 0, [3])),
+                   "stalledMoves": stalled(("u", 0, False))}, "stall")
     assert sample("kpo_stalled_moves", cluster="stall") == 2  # t-1 was cancelled for it: no longer in flight
     tick("a", {"phase": "Executing"}, {"stalledMoves": []}, "stall")
     assert sample("kpo_stalled_moves", cluster="stall") == 1
+    # Still listed, but no longer in flight (the resource was stopped): not a stalled move any more.
+    tick("b", {"phase": "Executing"}, {"phase": "Stopped", "inFlight": []}, "stall")
+    assert sample("kpo_stalled_moves", cluster="stall") == 0
 
 
 def test_a_throttle_left_after_the_run_ended_is_counted_until_taken_back() -> None:

@@ -129,7 +129,8 @@ class Snapshot:
     # Whether the resource has any throttle in place: rates, or only throttled-replica entries (when someone else
     # had already set a broker's rate, kpo adds its replicas to the throttle but leaves that rate alone).
     holds_throttle: bool = False
-    # Moves in flight flagged stalled (status.stalledMoves not cancelled): no byte copied for stallAfterSeconds.
+    # Moves in flight flagged stalled (in status.stalledMoves and status.inFlight, not cancelled): no byte copied for
+    # stallAfterSeconds.
     stalled_moves: int = 0
     seen: float = 0.0
 
@@ -449,7 +450,9 @@ class Scope:
             if moved > 0:
                 BYTES_MOVED.labels(self.kind, self.cluster).inc(moved)
             in_flight = after.in_flight
-            stalled = sum(1 for move in after.stalled_moves if not move.cancelled)
+            moving = {(move.topic, move.partition) for move in in_flight}
+            stalled = sum(1 for move in after.stalled_moves
+                          if not move.cancelled and (move.topic, move.partition) in moving)
             if "throttle" in written or after.throttle is not None:
                 # The resource's throttle journal (status.throttle): what kpo set, exactly.
                 throttled = frozenset(after.throttle.brokers) if after.throttle is not None else frozenset()
