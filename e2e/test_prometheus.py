@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -23,7 +23,7 @@ from kubernetes import client
 from e2e.conftest import SESSION
 from e2e.helm_support import free_port
 from e2e.kafka_support import create_topic
-from e2e.kube_support import Resources, wait_until
+from e2e.kube_support import GROUP, PLURALS, VERSION, Resources, wait_until
 from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from e2e.prometheus_support import JOB, PrometheusServer
 from e2e.reassignment_support import fill, spec_partitions
@@ -76,6 +76,18 @@ def prometheus(prom_operator: OperatorProcess, tmp_path: Path) -> Iterator[Prome
 def namespace(api_client: client.ApiClient, prom_operator: OperatorProcess) -> Iterator[str]:
     with watched_namespace(api_client, PREFIX) as name:
         yield name
+        # While this module's operator still runs: its finalizers take back what the resources hold on the shared
+        # brokers, and the namespace does not stay Terminating after the operator is gone.
+        resources = Resources(api_client, name)
+
+        def left() -> list[str]:
+            listed = cast(dict[str, Any],
+                          resources.custom.list_namespaced_custom_object(GROUP, VERSION, name, PLURALS[KPR]))
+            return [item["metadata"]["name"] for item in listed["items"]]
+
+        for kpr in left():
+            resources.delete(KPR, kpr)
+        wait_until(lambda: not left(), 120, "the resources released")
 
 
 def value(sample: dict[str, Any]) -> float:
