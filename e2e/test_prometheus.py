@@ -5,7 +5,8 @@ the test bed's default, and "wrongpass", the test bed's SASL user with a wrong p
 (built by `testbed/provision.sh prometheus`) scrapes it with a static config and loads deploy/prometheus/*.yaml as
 shipped. One PartitionReassignment moves a partition on the default cluster, another is refused a login; then PromQL
 over the HTTP API must see the first one's transition, every rule must be loaded and evaluated without error, and the
-auth alert must fire for "wrongpass" and for nothing else.
+auth alert must fire for "wrongpass" and for nothing else. A second test kills the destination broker of two throttled
+moves and follows the stalled-move and left-throttle gauges and the failure alert in Prometheus.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ def prom_operator(testbed: Testbed, kpo_crds: None, api_client: client.ApiClient
 def prometheus(prom_operator: OperatorProcess, tmp_path: Path) -> Iterator[PrometheusServer]:
     rules = [write_rule_file(p, tmp_path) for p in shipped_rule_files()]
     server = PrometheusServer(tmp_path / "prometheus", [f"127.0.0.1:{prom_operator.metrics_port}"], rules)
-    server.start()
-    yield server
-    server.stop()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()  # also when it never became ready: no prometheus outlives the test
 
 
 @pytest.fixture
