@@ -3,9 +3,10 @@
 # kube-controller-manager, kubectl and helm (Go module proxy). Everything lands in a cache outside the repository,
 # keyed by version, so a second run only checks that the binaries are there.
 #
-#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|node|coredns]
+#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|prometheus|node|coredns]
 #
-# `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
+# `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `prometheus` is prometheus and
+# promtool (the alert-rule tests and e2e/test_prometheus.py: `make test`, `make e2e`); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
 # operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
@@ -31,6 +32,7 @@ k8s_dir=$cache/kubernetes-$KUBERNETES_VERSION
 etcd_dir=$cache/etcd-$ETCD_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
 coredns_dir=$cache/coredns-$COREDNS_VERSION
+prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
 
 go_registry_hint="the Go module proxy must be reachable (GOPROXY=$(go env GOPROXY 2>/dev/null || echo unset)); check the network or set GOPROXY"
 
@@ -179,6 +181,30 @@ provision_coredns() {
   mkdir -p "$coredns_dir" && rm -rf "$coredns_dir/bin" && mv "$work/bin" "$coredns_dir/bin" && rm -rf "$work"
 }
 
+# prometheus and promtool: a wrapper module (testbed/go/prometheus) whose tool directives pin both main packages.
+# Built without the builtinassets tag (no web UI, whose assets are an npm build: the API is all the tests use) and
+# with remove_all_sd (static, file and HTTP discovery only: the cloud SDKs are not compiled into prometheus; promtool
+# still imports Kubernetes discovery for `check service-discovery`).
+provision_prometheus() {
+  [ -x "$prometheus_dir/bin/prometheus" ] && [ -x "$prometheus_dir/bin/promtool" ] && return 0
+  need go "install Go >= 1.26.7 and put it on PATH"
+  local work; work=$(mktemp -d "$cache/prometheus-build.XXXX")
+  sed -e "s/@PROMETHEUS_VERSION@/v$PROMETHEUS_VERSION/g" "$here/go/prometheus/go.mod.in" > "$work/go.mod"
+  [ -f "$here/go/prometheus/go.sum" ] && cp "$here/go/prometheus/go.sum" "$work/"
+  log "building prometheus and promtool v$PROMETHEUS_VERSION (first time: about 9.4 CPU-minutes, 14 minutes on 2 busy cores)"
+  (cd "$work" && go mod tidy >/dev/null) \
+    || die "could not resolve github.com/prometheus/prometheus v$PROMETHEUS_VERSION: $go_registry_hint"
+  # The release number (3.X.Y) the binaries report, from the module's own VERSION file.
+  local release pkg=github.com/prometheus/common/version
+  release=$(cat "$GOMODCACHE/github.com/prometheus/prometheus@v$PROMETHEUS_VERSION/VERSION")
+  (cd "$work" && mkdir bin && go build -trimpath -tags remove_all_sd \
+      -ldflags "-s -w -X $pkg.Version=$release -X $pkg.Branch=HEAD -X $pkg.Revision=v$PROMETHEUS_VERSION" -o bin/ \
+      github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool) \
+    || die "go build github.com/prometheus/prometheus/cmd/{prometheus,promtool} v$PROMETHEUS_VERSION failed (see above)"
+  cp "$work/go.sum" "$here/go/prometheus/go.sum" 2>/dev/null || true
+  mkdir -p "$prometheus_dir" && rm -rf "$prometheus_dir/bin" && mv "$work/bin" "$prometheus_dir/bin" && rm -rf "$work"
+}
+
 image_archive() {  # name tag -> the OCI archive containerd imports
   echo "$images_dir/$1-$2.oci.tar"
 }
@@ -267,9 +293,11 @@ case "$what" in
   helm) provision_helm ;;
   base) provision_kafkas; provision_etcd; provision_helm; provision_k8s ;;
   coredns) provision_coredns ;;
-  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_node_packages; provision_node_bins
+  prometheus) provision_prometheus ;;
+  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus; provision_node_packages
+       provision_node_bins
        provision_coredns; provision_images ;;
   node) provision_node_packages; provision_node_bins; provision_coredns; provision_images ;;
-  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, node, coredns)" ;;
+  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, prometheus, node, coredns)" ;;
 esac
 echo "$cache"

@@ -196,6 +196,53 @@ def test_phase_transitions_are_counted_once_per_entry() -> None:
     assert sample("kpo_phase_transitions_total", kind=KIND, phase="Failed") == start + 1
 
 
+def ready(reason: str) -> list[dict[str, Any]]:
+    return [{"type": "Ready", "status": "False", "reason": reason, "message": "m",
+             "lastTransitionTime": "2026-11-26T08:00:00Z"}]
+
+
+def test_failures_are_counted_by_the_reason_of_their_ready_condition() -> None:
+    planning = {"kind": KIND, "reason": "PlanningFailed"}
+    refused = {"kind": KIND, "reason": "KafkaRefused"}
+    start_planning, start_refused = sample("kpo_resource_failures_total", **planning) or 0.0, \
+        sample("kpo_resource_failures_total", **refused) or 0.0
+    tick("a", {"phase": "Planning"}, {"phase": "Failed", "conditions": ready("PlanningFailed")})
+    tick("a", {"phase": "Failed", "conditions": ready("PlanningFailed")}, {"phase": "Failed"})  # no new entry
+    tick("b", {"phase": "Executing"}, {"phase": "Failed", "conditions": ready("KafkaRefused")})
+    tick("c", {"phase": "Executing"}, {"phase": "Succeeded", "conditions": ready("Succeeded")})  # not a failure
+    assert sample("kpo_resource_failures_total", **planning) == start_planning + 1
+    assert sample("kpo_resource_failures_total", **refused) == start_refused + 1
+    assert sample("kpo_resource_failures_total", kind=KIND, reason="Succeeded") is None
+
+
+def stalled(*moves: tuple[str, int, bool]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p, "brokers": [3], "cancelled": c} for t, p, c in moves]
+
+
+def test_stalled_moves_count_those_still_in_flight() -> None:
+    tick("a", {}, {"phase": "Executing", "inFlight": in_flight(("t", 0, [3]), ("t", 2, [3])),
+                   "stalledMoves": stalled(("t", 0, False), ("t", 1, True))}, "stall")
+    tick("b", {}, {"phase": "Executing", "inFlight": in_flight(("u", 0, [3])),
+                   "stalledMoves": stalled(("u", 0, False))}, "stall")
+    assert sample("kpo_stalled_moves", cluster="stall") == 2  # t-1 was cancelled for it: no longer in flight
+    tick("a", {"phase": "Executing"}, {"stalledMoves": []}, "stall")
+    assert sample("kpo_stalled_moves", cluster="stall") == 1
+    # Still listed, but no longer in flight (the resource was stopped): not a stalled move any more.
+    tick("b", {"phase": "Executing"}, {"phase": "Stopped", "inFlight": []}, "stall")
+    assert sample("kpo_stalled_moves", cluster="stall") == 0
+
+
+def test_a_throttle_left_after_the_run_ended_is_counted_until_taken_back() -> None:
+    journal = {"rate": 1000, "brokers": [1, 2]}
+    tick("a", {}, {"phase": "Executing", "throttle": journal})
+    assert sample("kpo_ended_resources_holding_throttle", cluster="default") == 0  # running: the throttle belongs
+    tick("a", {"phase": "Executing", "throttle": journal}, {"phase": "Reverted"})  # a broker down kept it
+    tick("b", {}, {"phase": "Succeeded", "throttle": None})
+    assert sample("kpo_ended_resources_holding_throttle", cluster="default") == 1
+    tick("a", {"phase": "Reverted", "throttle": journal}, {"throttle": None})
+    assert sample("kpo_ended_resources_holding_throttle", cluster="default") == 0
+
+
 @pytest.mark.parametrize(("error", "family", "labels"), [
     (KafkaUnavailable("down"), "kpo_kafka_errors_total",
      {"kind": KIND, "cluster": "err", "reason": "KafkaUnavailable"}),
@@ -252,5 +299,6 @@ def test_exposition_names_every_family() -> None:
     for family in ("kpo_reconcile_duration_seconds", "kpo_bytes_moved_total", "kpo_kafka_errors_total",
                    "kpo_kubernetes_api_errors_total", "kpo_resources", "kpo_moves_in_flight",
                    "kpo_broker_moves_in_flight", "kpo_throttles_active", "kpo_throttled_resources",
-                   "kpo_phase_transitions_total"):
+                   "kpo_phase_transitions_total", "kpo_resource_failures_total", "kpo_stalled_moves",
+                   "kpo_ended_resources_holding_throttle"):
         assert f"# TYPE {family.removesuffix('_total')}" in text, family

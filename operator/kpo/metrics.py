@@ -72,6 +72,14 @@ KUBERNETES_ERRORS = Counter(
 TRANSITIONS = Counter(
     "kpo_phase_transitions", "Resources entering a phase (alert on Failed and Invalid).",
     ["kind", "phase"], registry=REGISTRY)
+# The reason tells a planning failure (PlanningFailed) from a refusal by Kafka or a stalled move cancelled, which
+# the phase alone does not: deploy/prometheus/kpo-execution-alerts.yaml alerts on planning failures with it.
+FAILURES = Counter(
+    "kpo_resource_failures", "Resources entering phase Failed or Invalid, by the reason of their Ready condition.",
+    ["kind", "reason"], registry=REGISTRY)
+FAILED_PHASES = frozenset({"Failed", "Invalid"})
+#: Phases in which a resource of any kind has ended its run (a PartitionReassignment's terminal phases).
+ENDED_PHASES = frozenset({"Succeeded", "Failed", "Invalid", "Stopped", "Reverted"})
 
 REFILL_PASSES = Counter(
     "kpo_refill_passes", "Passes a tick made between polls because a move of its own had ended (refill between polls).",
@@ -121,6 +129,9 @@ class Snapshot:
     # Whether the resource has any throttle in place: rates, or only throttled-replica entries (when someone else
     # had already set a broker's rate, kpo adds its replicas to the throttle but leaves that rate alone).
     holds_throttle: bool = False
+    # Moves in flight flagged stalled (in status.stalledMoves and status.inFlight, not cancelled): no byte copied for
+    # stallAfterSeconds.
+    stalled_moves: int = 0
     seen: float = 0.0
 
 
@@ -193,6 +204,12 @@ class ResourceStates(Collector):
         throttling = GaugeMetricFamily("kpo_throttled_resources",
                                        "Resources with a replication throttle in place (rates or throttled replicas).",
                                        labels=["cluster"])
+        stalled = GaugeMetricFamily("kpo_stalled_moves", "Moves in flight that copied no byte for their resource's "
+                                    "execution.stallAfterSeconds (status.stalledMoves).", labels=["cluster"])
+        left_over = GaugeMetricFamily("kpo_ended_resources_holding_throttle",
+                                      "Resources whose run has ended (Succeeded, Failed, Invalid, Stopped, Reverted) "
+                                      "with a throttle still on the cluster (ThrottleCleanupPending).",
+                                      labels=["cluster"])
         for cluster in sorted(clusters):
             mine = [s for s in snapshots if s.cluster == cluster]
             in_flight.add_metric([cluster], sum(s.moves_in_flight for s in mine))
@@ -203,7 +220,9 @@ class ResourceStates(Collector):
                 per_broker.add_metric([cluster, str(broker)], count)
             throttles.add_metric([cluster], len(frozenset().union(*(s.throttled_brokers for s in mine))))
             throttling.add_metric([cluster], sum(1 for s in mine if s.holds_throttle))
-        yield from (resources, in_flight, per_broker, throttles, throttling)
+            stalled.add_metric([cluster], sum(s.stalled_moves for s in mine))
+            left_over.add_metric([cluster], sum(1 for s in mine if s.holds_throttle and s.phase in ENDED_PHASES))
+        yield from (resources, in_flight, per_broker, throttles, throttling, stalled, left_over)
 
 
 STATES = ResourceStates()
@@ -437,15 +456,22 @@ class Scope:
         phase = _phase(after)
         if phase != str(getattr(before, "phase", None) or "") and written.get("phase"):
             TRANSITIONS.labels(self.kind, phase).inc()
+            if phase in FAILED_PHASES:
+                ready = after.condition("Ready")
+                FAILURES.labels(self.kind, ready.reason if ready is not None else "Unknown").inc()
         previous = STATES.get(self.uid)
         throttled = previous.throttled_brokers if previous is not None else frozenset()
         holds = previous.holds_throttle if previous is not None else False
         in_flight: list[InFlightMove] = []
+        stalled = 0
         if isinstance(after, PartitionReassignmentStatus) and isinstance(before, PartitionReassignmentStatus):
             moved = bytes_moved_delta(before.progress, after.progress)
             if moved > 0:
                 BYTES_MOVED.labels(self.kind, self.cluster).inc(moved)
             in_flight = after.in_flight
+            moving = {(move.topic, move.partition) for move in in_flight}
+            stalled = sum(1 for move in after.stalled_moves
+                          if not move.cancelled and (move.topic, move.partition) in moving)
             if "throttle" in written or after.throttle is not None:
                 # The resource's throttle journal (status.throttle): what kpo set, exactly.
                 throttled = frozenset(after.throttle.brokers) if after.throttle is not None else frozenset()
@@ -453,7 +479,7 @@ class Scope:
         STATES.put(self.uid, Snapshot(
             kind=self.kind, cluster=self.cluster, phase=phase, moves_in_flight=len(in_flight),
             broker_moves=broker_moves(in_flight, self.originals), throttled_brokers=throttled,
-            holds_throttle=holds))
+            holds_throttle=holds, stalled_moves=stalled))
 
 
 @contextlib.contextmanager
