@@ -350,6 +350,10 @@ def test_operator_sigkill_three_times_mid_flight(suite: Suite, testbed: Testbed,
         # moved in 18 s here, so the size, not the rate, keeps all three kills mid-flight (about a minute).
         resources.create(KPR, "faulted", run.spec(throttle=20_000))
         try:
+            # Kopf posts Events from a queue: a SIGKILL right after the transition would lose it, and the point here
+            # is that the restarts never enter the life cycle again, so the first kill waits for it to be posted.
+            wait_for(lambda: any("Pending -> Executing" in e.message for e in resources.events("faulted")), 60,
+                     "the Pending -> Executing Event")
             for kill in range(3):
                 wait_for(run.in_flight, 60, f"moves in flight before kill {kill + 1}")
                 kpo_operator.kill()
