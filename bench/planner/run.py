@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import threading
@@ -221,6 +222,8 @@ class Side:
     offline_left_out: int = -1
     # kpo only: which plan the job kept (its rounds' or its greedy candidate's, issue 27).
     chosen: str = ""
+    # kpo only: CPU seconds (user + system) of the job's process tree, which the machine's load hardly changes.
+    cpu_seconds: float = float("nan")
 
 
 def _side(m: PlanMetrics, plan_seconds: float, wall: float, peak: int) -> Side:
@@ -241,12 +244,21 @@ def run_kpo(s: Scenario, folder: Path, out: Path) -> tuple[Side, Assignment]:
     """kpo's figures and its plan (the changed partitions)."""
     defaults = LocalSparkConfig()
     runner = LocalSparkRunner(LocalSparkConfig(driver_memory=s.driver_memory or defaults.driver_memory))
+    # The bench runs one child at a time, so the children's CPU time across the run is the job's (spark-submit execs
+    # the JVM, which waits for its Python driver).
+    before = _children_cpu()
     outcome = runner.run(folder, out)
+    cpu = _children_cpu() - before
     if not outcome.ok or outcome.metrics is None or outcome.plan is None:
         raise RuntimeError(f"kpo failed on {s.name}: {outcome.message}")
     targets = {(tp.topic, tp.partition): tuple(r) for tp, r in outcome.plan.targets().items()}
     side = _side(outcome.metrics, outcome.metrics.planning_seconds, outcome.wall_seconds, outcome.peak_rss_bytes)
-    return replace(side, chosen=outcome.metrics.chosen_plan), targets
+    return replace(side, chosen=outcome.metrics.chosen_plan, cpu_seconds=cpu), targets
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _measured(command: list[str]) -> tuple[str, float, int]:
@@ -321,7 +333,7 @@ def _cell(kpo: float, kafka: float, digits: int = 3) -> str:
 
 def table(rows: list[tuple[Scenario, Side, Side]]) -> str:
     head = ("| scenario | replicas | LB bytes (TB) | bytes moved / LB | replicas moved / LB | max/mean bytes "
-            "| max/mean replicas | max/mean leaders | rack violations | planning s | wall s | peak MiB |")
+            "| max/mean replicas | max/mean leaders | rack violations | planning s | wall s | kpo CPU s | peak MiB |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for s, k, f in rows:
         lines.append(
@@ -329,7 +341,8 @@ def table(rows: list[tuple[Scenario, Side, Side]]) -> str:
             f"| {_cell(k.bytes_over_lb, f.bytes_over_lb)} | {_cell(k.replicas_over_lb, f.replicas_over_lb)} "
             f"| {_cell(k.bytes, f.bytes)} | {_cell(k.replicas, f.replicas)} | {_cell(k.leaders, f.leaders)} "
             f"| {k.rack_violations} / {f.rack_violations} | {_cell(k.plan_seconds, f.plan_seconds, 1)} "
-            f"| {_cell(k.wall_seconds, f.wall_seconds, 1)} | {k.peak_mib:.0f} / {f.peak_mib:.0f} |")
+            f"| {_cell(k.wall_seconds, f.wall_seconds, 1)} | {k.cpu_seconds:.1f} "
+            f"| {k.peak_mib:.0f} / {f.peak_mib:.0f} |")
     return "\n".join(lines)
 
 
