@@ -55,13 +55,7 @@ class OperatorProcess:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        terminate(self.proc)
 
     def peak_rss_bytes(self) -> int:
         """The operator process's peak resident set size so far (VmHWM), from /proc."""
@@ -79,6 +73,17 @@ class OperatorProcess:
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+def terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a child still running and wait for it; SIGKILL after 20 s."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def operator_env(kubeconfig: Path, bootstrap_servers: str, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -7,7 +7,6 @@ directory and loopback port; queried over its HTTP API (/api/v1/query, /api/v1/r
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import urllib.error
 import urllib.parse
@@ -19,6 +18,7 @@ import yaml
 
 from e2e.helm_support import free_port
 from e2e.kube_support import wait_until
+from e2e.operator_support import terminate
 from kpo_testbed.prometheus import PrometheusBinaries
 
 JOB = "kpo"
@@ -77,13 +77,7 @@ class PrometheusServer:
         return result
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        terminate(self.proc)
 
     def log_tail(self, lines: int = 30) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
