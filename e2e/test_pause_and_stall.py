@@ -274,7 +274,9 @@ def _watch_catch_up(bootstrap_servers: str, resources: Resources, name: str, tp:
         assert _conditions(status)["Stalled"]["status"] == "False", _conditions(status)["Stalled"]
         sizes.append(kafka(bootstrap_servers).log_dirs([tp.topic], [broker]).sizes.get((tp, broker), 0))
         time.sleep(1)
-    assert len(sizes) < 2 or sizes[-1] > sizes[0], f"Kafka shows the copy growing after the return: {sizes}"
+    # Growing, or done: a move Kafka no longer lists has copied the rest (a last fetch can end it between samples).
+    done = tp.partition not in ongoing(bootstrap_servers, tp.topic)
+    assert done or len(sizes) < 2 or sizes[-1] > sizes[0], f"Kafka shows the copy growing after the return: {sizes}"
     assert len(_events(resources, name, "MoveStalled")) == 1, "flagged once, for the outage only"
 
 
@@ -288,11 +290,13 @@ def test_a_move_whose_destination_broker_dies_is_flagged_stalled_in_time_or_canc
     controller, victim, _ = _roles(testbed)
     # Two partitions on the controller, each moving to the victim under a 500 kB/s throttle: 15 MB each keep them in
     # flight for about a minute. The victim's follower rate is shared by both, and Kafka lets a fetch of up to 1 MiB
-    # per partition through before it waits out the rate: 2 MiB every ~4 s, well within stallAfterSeconds (10; at
+    # per partition through before it waits out the rate: 2 MiB every ~4 s, well within stallAfterSeconds (20; at
     # 200 kB/s the bursts came 10 s apart, and a healthy move was rightly flagged).
     create_topic(kafka_admin, topic_name, 2, assignment=[[controller], [controller]])
     fill(bootstrap_servers, topic_name, [0, 1], messages=1500)
-    stall_after = 10
+    # Kafka's quota can hold a throttled copy's fetches back for 10 s and more on a loaded machine (a healthy move was
+    # flagged at 10 s in 2 of 3 runs at load 14): 20 s is above any gap seen, the healthy watch below longer still.
+    stall_after = 20
     execution = {"throttle": 500_000, "stallAfterSeconds": stall_after}
     resources.create(KPR, "stall-report", {"partitions": spec_partitions(topic_name, {0: [victim]}),
                                            "execution": execution})
@@ -305,8 +309,8 @@ def test_a_move_whose_destination_broker_dies_is_flagged_stalled_in_time_or_canc
             return int(moves[0].get("copiedBytes") or 0) if moves else 0
 
         wait_for(lambda: copied("stall-report") > 0 and copied("stall-cancel") > 0, 60, "both moves copying")
-        # Progressing moves are not flagged: 15 s (more than stallAfterSeconds) of a throttled copy.
-        time.sleep(15)
+        # Progressing moves are not flagged: 25 s (more than stallAfterSeconds) of a throttled copy.
+        time.sleep(stall_after + 5)
         for name in ("stall-report", "stall-cancel"):
             status = resources.status(KPR, name)
             assert status["phase"] == "Executing" and not status.get("stalledMoves"), f"{name}: {status}"
