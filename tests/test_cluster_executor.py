@@ -15,6 +15,7 @@ import pytest
 
 from executor_support import executor_for
 from kafka_fake import FakeCluster
+from kpo.domain.claims import Claim, move_holders
 from kpo.domain.model import KafkaRefusal, TopicPartition
 from kpo.domain.reassignment import Candidate
 from kpo.domain.scheduling import Execution, Limits, Move, Owner, SchedulerConfig
@@ -336,3 +337,17 @@ def test_the_refill_counts_a_resources_moves_another_replica_sent_against_its_li
     executor.arm(owner(1), {tps[1]})
     executor.listed(cluster.list_reassignments(None), time.monotonic())
     assert executor.refill() == {}, "its one move in flight is its limit"
+
+
+def test_a_resources_move_its_status_does_not_list_counts_against_its_limit_after_a_handover() -> None:
+    """The e2e handover: the old leader sent a move, its status write was lost; the new leader's holders (from
+    ``move_holders``) name the resource for its own partition, so ``maxMoves: 1`` holds."""
+    tps = partitions(3)
+    cluster = FakeCluster({tp: (1, 2) for tp in tps}, {tps[0]: (1, 3)})
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None))
+    executor.looks.after(time.monotonic())
+    me = Claim("ns/r1", "", frozenset(tps), frozenset(), live=True)
+    holders = {tp: owner(1) for tp in move_holders(me, [])}
+    assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], holders) == []
+    # Without it the move is a stranger's, and the resource starts its own beside it: what the e2e run saw.
+    assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], {}) == [tps[1]]

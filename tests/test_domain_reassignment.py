@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from kpo.api.partition_reassignment import MAX_EXPLICIT_PARTITIONS
 from kpo.domain import conditions as cond
-from kpo.domain.claims import Claim, claimed_by_others
+from kpo.domain.claims import Claim, claimed_by_others, move_holders
 from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.problems import PROBLEM_CHARS, PROBLEMS_SHOWN, Problem, summarize
 from kpo.domain.reassignment import (
@@ -213,6 +213,15 @@ def test_a_move_in_flight_holds_its_partition_even_against_an_older_claim() -> N
     assert claimed_by_others(me, [younger_holding]) == {P0: "ns/b"}
     mine = claim("ns/a", "2026-01-01T00:00:00Z", {P0}, in_flight={P0})
     assert claimed_by_others(mine, [younger_holding]) == {}
+
+
+def test_a_move_of_my_partition_that_no_status_lists_counts_against_my_limits() -> None:
+    # P0 in flight without a status saying so (a handed-over leader's lost status write); P1 held by another's move.
+    me = claim("ns/a", "2026-01-01T00:00:00Z", {P0, P1, P2}, in_flight={P2})
+    other = claim("ns/b", "2026-01-02T00:00:00Z", {P1, P3}, in_flight={P1, P3})
+    done = claim("ns/c", "2026-01-01T00:00:00Z", {P0}, in_flight={P0}, live=False)
+    held = {tp: c.key for tp, c in move_holders(me, [other, done]).items()}
+    assert held == {P0: "ns/a", P1: "ns/b", P2: "ns/a", P3: "ns/b"}
 
 
 T1 = datetime(2026, 1, 1, tzinfo=UTC)

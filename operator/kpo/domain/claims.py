@@ -43,3 +43,19 @@ def claimed_by_others(me: Claim, others: Iterable[Claim]) -> dict[TopicPartition
             if tp in other.in_flight or other.precedes(me):
                 held[tp] = other.key
     return held
+
+
+def move_holders(me: Claim, others: Iterable[Claim]) -> dict[TopicPartition, Claim]:
+    """Whose limits each move in flight counts against, as ``me``'s tick tells the executor.
+
+    A move a live status lists in ``inFlight`` is that resource's. A move of one of ``me``'s own partitions that no
+    status lists is counted as ``me``'s too: a leader replica stopped mid-tick (SIGTERM, a deleted pod) may have sent
+    moves whose status write went with it, and its successor, counting them as someone else's, started ``maxMoves``
+    more of its own beside them (3 in flight under ``maxMoves: 2`` in an e2e handover). Counting a stranger's move of
+    the partition against ``me`` instead can only hold one of its slots back a while.
+    """
+    held = dict.fromkeys(me.partitions, me)
+    for claim in (me, *others):
+        if claim.live:
+            held.update(dict.fromkeys(claim.in_flight, claim))
+    return held

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kpo import metrics
 from kpo.api import PARTITION_REASSIGNMENT, DeletionPolicy, PartitionReassignmentSpec
-from kpo.domain.claims import Claim, claimed_by_others
+from kpo.domain.claims import Claim, claimed_by_others, move_holders
 from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal, left_behind
@@ -114,7 +114,9 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True, store: Ro
     others = [c for c in _claims(tick) if c.key != me.key]
     owner = _owner(me.key, me.created)
     execution = execution_of(tick.spec)
-    holders = {tp: _owner(c.key, c.created) for c in [*others, me] if c.live for tp in c.in_flight}
+    held = move_holders(me, others)
+    owners = {c.key: _owner(c.key, c.created) for c in {c.key: c for c in held.values()}.values()}
+    holders = {tp: owners[c.key] for tp, c in held.items()}
     executor = context.executor(context.cluster_name(tick.spec.cluster_ref))
     # The other resources' throttle journals as their statuses say; the ledger's own records, fresher, come first.
     index = {c.key: c.throttle for c in others if c.live}
