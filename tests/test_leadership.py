@@ -155,6 +155,22 @@ def test_release_hands_the_lease_to_the_standby_at_once() -> None:
     assert lost == []
 
 
+def test_a_releasing_leader_may_act_no_more_once_the_lease_can_be_taken() -> None:
+    lease, clock, lost = Lease(), Clock(), []
+    a, _ = candidates(lease, clock, lost)
+    assert a.attempt()
+    holding_while_released: list[bool] = []
+    write = a.store.write
+
+    def watched(holder: str, duration_seconds: int, timeout: float) -> bool:
+        holding_while_released.append(a.holding())
+        return write(holder, duration_seconds, timeout)
+
+    a.store.write = watched  # type: ignore[method-assign]
+    a.release()
+    assert holding_while_released == [False]
+
+
 def test_release_after_losing_writes_nothing() -> None:
     lease, clock, lost = Lease(), Clock(), []
     a, b = candidates(lease, clock, lost)

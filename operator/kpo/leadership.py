@@ -148,6 +148,8 @@ class Leadership:
             self._thread.join(timeout=self.timing.retry_period + 1)
         if not self.holding():
             return
+        # From here this process acts no more: nothing may write to Kafka once the standby can take the Lease.
+        self._renewed_at = None
         try:
             with self._io:
                 timeout = self.timing.retry_period
@@ -158,7 +160,6 @@ class Leadership:
                              "released" if released else "could not release")
         except Exception as exc:
             log.warning("leader election: releasing the Lease failed (%s)", exc)
-        self._renewed_at = None
 
 
 _current: Leadership | None = None

@@ -89,6 +89,7 @@ class OperatorContext:
     _admins_made: dict[str, float] = field(default_factory=dict)
     _forgetting: set[str] = field(default_factory=set)
     _executors: dict[str, ClusterExecutor] = field(default_factory=dict)
+    _refills: list[RefillLoop] = field(default_factory=list)
     #: Told of every Kafka request kpo makes (cluster, request) and every look at a cluster (cluster): the metrics.
     on_kafka_request: Callable[[str, str], None] = lambda _cluster, _request: None
     on_look: Callable[[str], None] = lambda _cluster: None
@@ -198,8 +199,10 @@ class OperatorContext:
                                                                                cluster))
             self._executors[cluster] = executor
             if self.config.refill.first_probe_seconds > 0:
-                RefillLoop(executor, interval=self.config.refill.first_probe_seconds,
-                           on_started=lambda count: self.on_refilled(cluster, count)).start()
+                refill = RefillLoop(executor, interval=self.config.refill.first_probe_seconds,
+                                    on_started=lambda count: self.on_refilled(cluster, count))
+                refill.start()
+                self._refills.append(refill)
             return executor
 
     def forget_kafka(self, cluster_ref: str | None) -> None:
@@ -286,6 +289,15 @@ class OperatorContext:
             return self._resource_locks.setdefault(uid, threading.Lock())
 
     def close(self) -> None:
+        """Stop the refill loops (waiting for a send under way), then close the clients. At shutdown this comes
+        before the Lease is released: a refill thread outliving Kopf could send one more move after the standby took
+        over."""
+        with self._lock:
+            refills, self._refills = self._refills, []
+        for refill in refills:
+            refill.stop()
+        for refill in refills:
+            refill.join(timeout=30.0)
         with self._lock:
             admins = list(self._admins.values())
             self._admins.clear()

@@ -44,6 +44,11 @@ class RefillLoop:
         self._stop.set()
         self.executor.armed_changed.set()
 
+    def join(self, timeout: float) -> None:
+        """Wait for the loop to end (a probe under way finishes its send first)."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
     def once(self) -> int:
         """One probe: list the cluster's moves, then send what fits; the number of moves sent."""
         at = self.clock()
