@@ -7,6 +7,7 @@ Security Standard — that the pod would be admitted as it is.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from e2e.helm_support import CHART, documents, helm, installed, template
 from kpo.config import OperatorConfig, PlannerConfig
 from kpo.k8s.throttle_record import record_name
 from kpo_testbed import Testbed
+from kpo_testbed.prometheus import PrometheusBinaries, rule_groups, shipped_rule_files
 
 FULL_VALUES: dict[str, Any] = {
     "watchNamespaces": ["team-a", "team-b"],
@@ -119,6 +121,32 @@ def test_template_renders_the_operator_config_the_operator_accepts(testbed: Test
     kpo_role = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == "kpo")
     assert any(rule["resources"] == ["partitionreassignments"] and rule["verbs"] == ["create"]
                for rule in kpo_role["rules"])
+
+
+def test_the_chart_renders_the_shipped_alert_rules_as_prometheus_rules_promtool_accepts(
+        testbed: Testbed, tmp_path: Path) -> None:
+    values = {"metrics": {"prometheusRules": {"enabled": True, "labels": {"release": "prometheus"}}}}
+    rendered = by_kind(documents(template(testbed, values, tmp_path, namespace="monitoring").stdout), "PrometheusRule")
+    shipped = shipped_rule_files()
+    assert len(shipped) == 3 and len(rendered) == len(shipped), [r["metadata"]["name"] for r in rendered]
+    # Each file's rules exactly (annotations' {{ $labels }} untouched by Helm); the release's name and labels.
+    assert sorted((r["spec"] for r in rendered), key=str) == sorted((rule_groups(p) for p in shipped), key=str)
+    for rule in rendered:
+        assert rule["metadata"]["namespace"] == "monitoring"
+        assert rule["metadata"]["labels"]["release"] == "prometheus"
+        assert rule["metadata"]["labels"]["app.kubernetes.io/instance"] == "kpo"
+    assert len({r["metadata"]["name"] for r in rendered}) == len(rendered)
+    # What the Prometheus operator hands Prometheus is the spec: promtool checks it as rendered.
+    promtool = PrometheusBinaries.from_cache().promtool
+    files = []
+    for rule in rendered:
+        path = tmp_path / f"{rule['metadata']['name']}.rules.yaml"
+        path.write_text(yaml.safe_dump(rule["spec"]))
+        files.append(str(path))
+    checked = subprocess.run([str(promtool), "check", "rules", *files], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # Off unless asked, like the ServiceMonitor.
+    assert not by_kind(documents(template(testbed, {}, tmp_path).stdout), "PrometheusRule")
 
 
 def test_default_values_grant_no_secret_and_no_spark(testbed: Testbed, tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """Prometheus beside the test bed: where provision.sh puts prometheus and promtool, and the shipped alert rules.
 
-kpo ships its alerts as PrometheusRule objects (deploy/prometheus/*.yaml) for the Prometheus operator; their
-``spec`` is a plain Prometheus rule file, which is what promtool and a bare prometheus read. :func:`write_rule_file`
-writes that file, so the rules checked, unit-tested and loaded in e2e are byte for byte the ones shipped.
+kpo ships its alerts as PrometheusRule objects for the Prometheus operator, written once in the chart
+(helm/kpo/files/prometheus/*.yaml, rendered with ``metrics.prometheusRules.enabled``) and linked from deploy/prometheus/
+for ``kubectl apply``. Their ``spec`` is a plain Prometheus rule file, which is what promtool and a bare prometheus
+read. :func:`write_rule_file` writes that file, so the rules checked, unit-tested and loaded in e2e are byte for byte
+the ones shipped.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import yaml
 
 from kpo_testbed.paths import REPO_ROOT, cache_root, read_versions
 
-RULES_DIR = REPO_ROOT / "deploy" / "prometheus"
+RULES_DIR = REPO_ROOT / "helm" / "kpo" / "files" / "prometheus"
 #: promtool unit tests, one ``<rule file stem>.test.yaml`` per shipped rule file.
-RULE_TESTS_DIR = RULES_DIR / "tests"
+RULE_TESTS_DIR = REPO_ROOT / "deploy" / "prometheus" / "tests"
 
 
 @dataclass(frozen=True)
