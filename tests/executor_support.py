@@ -61,6 +61,7 @@ def ports(kafka: Any, *, executor: ClusterExecutor | None = None, owner: Owner =
         look=lambda topics: found.looks.after(start, topics),
         send=lambda targets, allow: found.send(owner, targets, allow_replication_factor_change=allow),
         elect=found.elect,
+        move_dirs=found.move_dirs,
         ensure_throttle=lambda wanted, previous, live: found.throttles.ensure(
             key, found.kafka(), wanted, previous=previous, index=index(), save=save_throttle, live_brokers=live),
         remove_throttle=lambda journal, live: found.throttles.remove(

@@ -38,6 +38,8 @@ class FakeCluster:
         # finalized metadata.version level (30: 4.3-IV0, the first that honours it).
         self.cordoned: dict[int, str] = {}
         self.level: int | None = 30
+        #: Replicas being copied between log dirs of their broker (AlterReplicaLogDirs): (partition, broker) -> dir.
+        self.future_dirs: dict[tuple[TopicPartition, int], str] = {}
 
     #: True: every call fails as a lost connection does.
     down = False
@@ -84,9 +86,11 @@ class FakeCluster:
 
     def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
         self.called("log_dirs")
+        future = {k: d for k, d in self.future_dirs.items() if k[0].topic in topics}
         if not self.replica_bytes:
-            return LogDirReport()
-        return LogDirReport(sizes={(tp, b): self.replica_bytes for tp, r in self.replicas.items() for b in r})
+            return LogDirReport(future_dirs=future)
+        return LogDirReport(sizes={(tp, b): self.replica_bytes for tp, r in self.replicas.items() for b in r},
+                            future_dirs=future)
 
     def dir_capacity(self, brokers: Collection[int]) -> dict[tuple[int, str], DirCapacity]:
         self.called("dir_capacity")
@@ -142,4 +146,5 @@ class FakeCluster:
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                                ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
         self.called("alter_replica_log_dirs", "alter_replica_log_dirs")
+        self.future_dirs.update(moves)
         return dict.fromkeys(moves)

@@ -351,3 +351,35 @@ def test_a_resources_move_its_status_does_not_list_counts_against_its_limit_afte
     assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], holders) == []
     # Without it the move is a stranger's, and the resource starts its own beside it: what the e2e run saw.
     assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], {}) == [tps[1]]
+
+
+def test_an_intra_broker_move_counts_as_in_flight_from_its_send_until_a_look_shows_it_done() -> None:
+    tps = partitions(2)
+    cluster = FakeCluster({tp: (1, 2) for tp in tps})
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves=1), dominant_share=None))
+    executor.looks.after(time.monotonic())
+    copy = Candidate(tps[0], current=(1, 2), target=(1, 2), size_bytes=100, leader=1, position=0,
+                     dir_brokers=frozenset({1}))
+    assert executor.admit(owner(1), Execution(), [copy], {}) == [tps[0]]
+    executor.move_dirs({(tps[0], 1): "/b"})
+    executor.settle(owner(1))  # the tick ends: a sent move keeps its slot
+    assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], {}) == []
+    # A later look shows the copy under way (DescribeLogDirs: a future replica), then done.
+    executor.looks.after(time.monotonic(), {tps[0].topic, tps[1].topic})
+    assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], {tp: owner(1) for tp in tps}) == []
+    cluster.future_dirs.clear()
+    executor.looks.after(time.monotonic(), {tps[0].topic, tps[1].topic})
+    assert executor.admit(owner(1), Execution(), [into_broker_4(tps[1])], {tp: owner(1) for tp in tps}) == [tps[1]]
+
+
+def test_the_refill_loop_never_sends_an_intra_broker_move() -> None:
+    tps = partitions(3)
+    # A move on broker 1 in flight fills its one slot: both of the resource's moves wait.
+    cluster = FakeCluster({tp: (1, 2) for tp in tps}, {tps[2]: (1, 3)})
+    executor = executor_for(cluster, SchedulerConfig(defaults=Limits(max_moves_per_broker=1), dominant_share=None))
+    executor.looks.after(time.monotonic())
+    copy = Candidate(tps[0], current=(1, 2), target=(1, 2), size_bytes=100, leader=1, position=0,
+                     dir_brokers=frozenset({1}))
+    assert executor.admit(owner(1), Execution(), [copy, into_broker_4(tps[1], 1)], {}) == []
+    # The refill loop may send the reassignment when the slot frees, never the dir move (its tick sends that).
+    assert executor.waiting(owner(1)) == {tps[1]: (1, 2)}

@@ -497,3 +497,33 @@ def test_every_started_move_leaves_each_busy_flow_its_catch_up_headroom(
     for left in moves[3:]:
         if left not in started:
             assert left.partition in moving or starves(left), f"{left} could have started"
+
+
+# Rule 2, intra-broker moves (AlterReplicaLogDirs).
+
+
+def dir_move(owner: Owner, partition: int, replicas: tuple[int, ...], brokers: set[int]) -> Move:
+    return dataclasses.replace(move(owner, partition, replicas, replicas), dir_brokers=frozenset(brokers))
+
+
+def test_an_intra_broker_move_touches_its_broker_and_copies_over_no_network_direction() -> None:
+    copy = dir_move(OLDER, 0, (1, 2), {1})
+    assert copy.touched() == {1} and copy.touched(Touch.ALL_REPLICAS) == {1, 2}
+    assert dict(copy.flows) == {}
+
+
+def test_an_intra_broker_move_in_flight_holds_its_broker_and_its_resources_slot() -> None:
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker=1))
+    pending = [move(OLDER, 1, (1, 2), (3, 2)), move(OLDER, 2, (2, 3), (2, 4))]
+    # Broker 1 copies partition 0 between its dirs: the move sent by 1 waits, the other one starts.
+    started = moves_to_start(pending, [dir_move(OLDER, 0, (1, 2), {1})], {}, config)
+    assert started_partitions(started) == [2]
+    # Under maxMoves 1 the resource's dir move is its one move in flight.
+    one = {OLDER: Execution(limits=Limits(max_moves=1))}
+    assert moves_to_start(pending, [dir_move(OLDER, 0, (1, 2), {1})], one, UNLIMITED) == []
+
+
+def test_intra_broker_moves_wait_for_their_turn_like_the_others() -> None:
+    pending = [dir_move(OLDER, p, (1, 2), {1}) for p in range(3)]
+    config = SchedulerConfig(defaults=Limits(max_moves_per_broker=2))
+    assert started_partitions(moves_to_start(pending, [], {}, config)) == [0, 1]

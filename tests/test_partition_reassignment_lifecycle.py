@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
-from kpo.domain.reassignment import PartitionStatus, Target
+from kpo.domain.reassignment import Candidate, PartitionStatus, Target
 from kpo.resources.outcomes import Inputs, condition
 from kpo.resources.partition_reassignment.lifecycle import (
     TRANSITIONS,
@@ -361,6 +362,30 @@ def test_a_replica_on_its_broker_but_in_another_log_dir_is_moved_and_not_yet_don
     done = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, log_dirs=v.log_dirs,
                        replica_dirs={(P0, 1): "/b1", (P0, 2): "/a2"})
     assert decide(logged, memory, Observation(done)).phase is Phase.SUCCEEDED
+
+
+def test_intra_broker_moves_are_admitted_like_the_others_and_one_under_way_holds_its_slot() -> None:
+    logged = Intent(generation=1, targets={tp: Target((1, 2), ("/b1", "any")) for tp in (P0, P1, P2)})
+    v = view({tp: (1, 2) for tp in (P0, P1, P2)})
+    v = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, min_insync=v.min_insync,
+                    log_dirs={1: frozenset({"/a1", "/b1"}), 2: frozenset({"/a2"})},
+                    replica_dirs={(tp, b): f"/a{b}" for tp in (P0, P1, P2) for b in (1, 2)})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, originals={tp: (1, 2) for tp in (P0, P1, P2)})
+    asked: list[list[tuple[TopicPartition, frozenset[int]]]] = []
+
+    def one_at_a_time(candidates: Sequence[Candidate]) -> list[TopicPartition]:
+        asked.append([(c.partition, c.dir_brokers) for c in candidates])
+        return [candidates[0].partition] if candidates else []
+
+    d = decide(logged, memory, Observation(v), one_at_a_time)
+    assert asked == [[(P0, frozenset({1})), (P1, frozenset({1})), (P2, frozenset({1}))]]
+    assert d.move_dirs == {(P0, 1): "/b1"} and d.submit == {}, "an intra-broker move is no reassignment"
+    # P0 under way: it is in flight (the executor counts it), not a candidate; the others wait for the admission.
+    moving = replace(v, future_dirs={(P0, 1): "/b1"})
+    asked.clear()
+    d = decide(logged, memory, Observation(moving), one_at_a_time)
+    assert asked == [[(P1, frozenset({1})), (P2, frozenset({1}))]]
+    assert d.phase is Phase.EXECUTING and d.move_dirs == {(P1, 1): "/b1"}
 
 
 # ------------------------------------------------------------------------------------------ a broker down (#12)

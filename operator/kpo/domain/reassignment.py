@@ -166,6 +166,8 @@ class Candidate:
     leader: int | None
     position: int  # index in the spec, for AsGiven
     write_rate: float = 0.0  # bytes/s written to the partition: a move must out-run it to catch up
+    #: Brokers to copy a replica between their own log dirs (current == target): an intra-broker move.
+    dir_brokers: frozenset[int] = frozenset()
 
 
 class PartitionStatus(Enum):

@@ -24,6 +24,10 @@ Rules, in the order they are applied:
      leader's reads of old segments and its leader throttle. Counting them apart keeps a broker that is both sending
      and receiving from spending its slots on the direction with less work left, which a limit on the sum cannot
      tell apart (in the execution benchmark this alone takes a rebalance from 1.13 to within 1.03 of the floor).
+   An intra-broker move (a replica copied between two log dirs of its broker, AlterReplicaLogDirs) is a move like
+   the others for these limits: it counts against its CR's and the cluster's `max_moves` and touches its broker for
+   `max_moves_per_broker`, since it loads that broker's disks. It copies nothing over the network, so it has no
+   broker direction (the intra-broker throttle, not the replication throttle, paces it).
 3. **Which brokers a move touches.** By default (`Touch.DATA_PATH`) the brokers that carry its data: the new replicas
    receive (they fetch the whole log from the leader) and the leader sends. Replicas that stay or are only removed
    move no data and are not counted, so a move that only drops or reorders replicas touches no broker at all. The
@@ -165,6 +169,9 @@ class Move:
     leader: int | None = None
     #: Bytes/s producers write to the partition; 0 when unknown.
     write_rate: float = 0.0
+    #: Brokers that copy a replica of the partition between their own log dirs (AlterReplicaLogDirs, JBOD). Such a
+    #: copy loads the broker's disks, not the network: it touches the broker and counts as a move, with no flow.
+    dir_brokers: frozenset[int] = frozenset()
 
     # Derived sets are cached on the instance: the scheduler asks for them many times per call. They are not fields,
     # so equality and hashing still only look at what the move is.
@@ -183,8 +190,8 @@ class Move:
     @cached_property
     def _data_path(self) -> frozenset[int]:
         if not self.receivers or self.sender is None:
-            return self.receivers
-        return self.receivers | {self.sender}
+            return self.receivers | self.dir_brokers
+        return self.receivers | {self.sender} | self.dir_brokers
 
     @cached_property
     def _all_replicas(self) -> frozenset[int]:

@@ -116,7 +116,8 @@ class ClusterExecutor:
         """The partitions among ``candidates`` that ``owner`` may send now; each is reserved until it is sent (or
         the tick ends without sending it), so the next admission, of any resource, counts it as in flight."""
         moves = [Move(owner=owner, partition=c.partition, current=c.current, target=c.target,
-                      size_bytes=c.size_bytes, position=c.position, leader=c.leader, write_rate=c.write_rate)
+                      size_bytes=c.size_bytes, position=c.position, leader=c.leader, write_rate=c.write_rate,
+                      dir_brokers=c.dir_brokers)
                  for c in candidates]
         now = self._clock()
         look = self.looks.latest
@@ -154,12 +155,19 @@ class ClusterExecutor:
             size, rate = self._facts(look, tp)
             moves.append(Move(owner=owner, partition=tp, current=ongoing.original, target=ongoing.target,
                               size_bytes=size, write_rate=rate))
+        # Replicas being copied between log dirs of their broker (the look's DescribeLogDirs: future dirs) are moves
+        # in flight too, their brokers busy; ListPartitionReassignments does not list them.
+        copying = {tp: frozenset(brokers) for tp, brokers in _dir_copies(look).items() if tp not in listed}
+        for tp, brokers in copying.items():
+            replicas = tuple(sorted(brokers))
+            moves.append(Move(owner=holders.get(tp, FOREIGN), partition=tp, current=replicas, target=replicas,
+                              size_bytes=self._facts(look, tp)[0], dir_brokers=brokers))
         for tp, reservation in list(self._reserved.items()):
             over = (reservation.sent is not None and reservation.sent < seen_at) or (
                 reservation.sent is None and now - reservation.made > self._reservation_seconds)
             if over:
                 del self._reserved[tp]
-            elif tp not in listed:
+            elif tp not in listed and tp not in copying:
                 moves.append(reservation.move)
         for tp in [tp for tp, s in self._sent.items() if s.at < seen_at and tp not in listed]:
             del self._sent[tp]
@@ -192,7 +200,7 @@ class ClusterExecutor:
         takes them only with the flag the resource's own tick decides on."""
         with self._lock:
             found = self._waiting.get(owner)
-            return {m.partition: m.current for m in found.moves if len(m.target) == len(m.current)} if found else {}
+            return {m.partition: m.current for m in found.moves if _refillable(m)} if found else {}
 
     def arm(self, owner: Owner, partitions: Collection[TopicPartition]) -> None:
         """``owner`` has done what must precede these waiting moves: the executor may send them when they fit."""
@@ -200,7 +208,7 @@ class ClusterExecutor:
             found = self._waiting.get(owner)
             if found is None:
                 return
-            found.armed = frozenset(partitions) & {m.partition for m in found.moves if len(m.target) == len(m.current)}
+            found.armed = frozenset(partitions) & {m.partition for m in found.moves if _refillable(m)}
             armed = bool(found.armed)
         if armed:
             self.armed_changed.set()
@@ -305,6 +313,22 @@ class ClusterExecutor:
                     self._reserved.pop(tp, None)
         return answers
 
+    def move_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
+                  ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
+        """AlterReplicaLogDirs: each replica (partition, broker) to the log dir named; Kafka's answers. An admitted
+        intra-broker move counts as in flight from now until a later look shows it (or shows it done)."""
+        if not moves:
+            return {}
+        kafka = self.kafka()
+        try:
+            return kafka.alter_replica_log_dirs(dict(moves))
+        finally:
+            done = self._clock()
+            with self._lock:
+                for tp, _broker in moves:
+                    if (reservation := self._reserved.get(tp)) is not None and reservation.move.dir_brokers:
+                        reservation.sent = done
+
     def elect(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, KafkaRefusal | None]:
         """Preferred leader election of ``partitions`` after their moves (ElectLeaders)."""
         if not partitions:
@@ -316,3 +340,22 @@ class ClusterExecutor:
         """Which of ``partitions`` Kafka lists as moving now: the refill loop's probe between polls, one
         ListPartitionReassignments of a resource's own moves (a whole look would read far more than it needs)."""
         return set(self._kafka().list_reassignments(list(partitions))) if partitions else set()
+
+
+def _refillable(move: Move) -> bool:
+    """Whether the refill loop may send ``move`` itself: a reassignment that keeps the replication factor. Not one
+    that changes it (Kafka takes that only with the flag the resource's tick decides on), nor an intra-broker move
+    (AlterReplicaLogDirs, which its resource's tick sends)."""
+    return len(move.target) == len(move.current) and not move.dir_brokers
+
+
+def _dir_copies(look: Look | None) -> dict[TopicPartition, set[int]]:
+    """The brokers copying a replica of each partition between their own log dirs, as the look's DescribeLogDirs
+    showed them (a future replica)."""
+    found: dict[TopicPartition, set[int]] = {}
+    if look is None:
+        return found
+    for future in look.future_dirs.values():
+        for tp, broker in future:
+            found.setdefault(tp, set()).add(broker)
+    return found

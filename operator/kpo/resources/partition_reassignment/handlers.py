@@ -129,6 +129,7 @@ def _ports(tick: Tick, intent: Intent, *, create_records: bool = True, store: Ro
         look=lambda topics: executor.looks.after(began, topics),
         send=lambda targets, allow: executor.send(owner, targets, allow_replication_factor_change=allow),
         elect=executor.elect,
+        move_dirs=executor.move_dirs,
         ensure_throttle=lambda wanted, previous, live: executor.throttles.ensure(
             me.key, executor.kafka(), wanted, previous=previous, index=index, save=save_throttle,
             live_brokers=live),

@@ -81,7 +81,7 @@ Phases, and what each transitions to:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kpo.api import INTERNAL_TOPICS, ReassignmentPhase
@@ -357,6 +357,40 @@ def _hold(intent: Intent, classification: Classification) -> Decision:
                     classification=classification, targets=intent.targets)
 
 
+DirMoves = dict[tuple[TopicPartition, int], str]
+
+
+def _dir_work(classification: Classification, targets: Targets, view: ClusterView, failed: Collection[TopicPartition]
+              ) -> tuple[dict[TopicPartition, KafkaRefusal], dict[TopicPartition, DirMoves], set[TopicPartition]]:
+    """The partitions whose replicas sit on their brokers in other log dirs than the spec names: those that cannot
+    get there, the dir moves each of the others needs, and those some broker already copies between its dirs.
+
+    A replica whose target dir is offline on its broker (a failed disk) cannot get there: failed, naming the dir, not
+    asked again until the spec changes (Kafka would refuse it with KAFKA_STORAGE_ERROR, a retriable code, on every
+    tick for as long as the disk is out)."""
+    lost = {tp: refusal for tp in classification.of(PartitionStatus.LOG_DIRS) if tp not in failed
+            if (refusal := offline_target_dir(tp, targets[tp], view)) is not None}
+    misplaced = {tp: found for tp in classification.of(PartitionStatus.LOG_DIRS) if tp not in failed and tp not in lost
+                 if (found := misplaced_dirs(tp, targets[tp], view))}
+    copying = {tp for tp, found in misplaced.items() if any(key in view.future_dirs for key in found)}
+    return lost, misplaced, copying
+
+
+def _dir_candidates(misplaced: Mapping[TopicPartition, DirMoves], view: ClusterView,
+                    position: Mapping[TopicPartition, int], *, skip: Collection[TopicPartition]) -> list[Candidate]:
+    """Replicas on their brokers but not in the log dirs the spec names: intra-broker moves, admitted like the others
+    (they count against the limits, their brokers busy). A partition some broker already copies between dirs holds
+    its slot (``skip``): the rest of its replicas' dir moves go with it, unasked."""
+    found = []
+    for tp, keys in misplaced.items():
+        state = view.partitions.get(tp)
+        if tp in skip or state is None:
+            continue
+        found.append(Candidate(tp, state.replicas, state.replicas, view.partition_size(tp), state.leader,
+                               position[tp], dir_brokers=frozenset(broker for _tp, broker in keys)))
+    return found
+
+
 def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observation, *, admit: Admit,
              classification: Classification, incremental: bool = False,
              skipped: Mapping[TopicPartition, str] | None = None) -> Decision:
@@ -399,26 +433,20 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         elif step is not None:
             candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,
                                         position[tp], view.write_rates.get(tp, 0.0)))
+    lost_dirs, misplaced, copying = _dir_work(classification, targets, view, failed)
+    failed |= set(lost_dirs)
+    candidates += _dir_candidates(misplaced, view, position, skip=copying | blocked)
     by_partition = {c.partition: c for c in candidates}
     admitted = [tp for tp in admit(candidates) if tp in by_partition]
-    submit = {**retarget, **{tp: by_partition[tp].target for tp in admitted}}
-    # A replica whose target dir is offline on its broker (a failed disk) cannot get there: failed, naming the dir,
-    # not asked again until the spec changes (Kafka would refuse it with KAFKA_STORAGE_ERROR, a retriable code, on
-    # every tick for as long as the disk is out).
-    lost_dirs = {tp: refusal for tp in classification.of(PartitionStatus.LOG_DIRS) if tp not in failed
-                 if (refusal := offline_target_dir(tp, targets[tp], view)) is not None}
-    failures = {**memory.failures, **lost_dirs}
-    failed |= set(lost_dirs)
-    # On their brokers but not in the log dirs the spec names: ask the brokers to move them (once per dir move).
-    move_dirs = {key: wanted for tp in classification.of(PartitionStatus.LOG_DIRS) if tp not in failed
-                 for key, wanted in misplaced_dirs(tp, targets[tp], view).items()
-                 if view.future_dirs.get(key) != wanted}
-    dir_moving = bool(set(classification.of(PartitionStatus.LOG_DIRS)) - failed)
+    submit = {**retarget, **{tp: by_partition[tp].target for tp in admitted if not by_partition[tp].dir_brokers}}
+    # Ask the brokers to move them (once per dir move).
+    move_dirs = {key: wanted for tp in sorted(copying | {tp for tp in admitted if by_partition[tp].dir_brokers})
+                 for key, wanted in misplaced[tp].items() if view.future_dirs.get(key) != wanted}
     # Original replicas are written down before the first move of a partition is sent, never overwritten afterwards.
     save = {tp: observed.view.partitions[tp].replicas for tp in submit
             if tp not in memory.originals and tp in observed.view.partitions}
     done = all(s is PartitionStatus.COMPLETED for tp, s in classification.status.items() if tp not in failed)
-    running = bool(in_flight or submit or cancel or pending or blocked or dir_moving)
+    running = bool(in_flight or submit or cancel or pending or blocked or misplaced)
     base = Decision(phase, "", "", save_originals=save, cancel=tuple(sorted(cancel)), submit=submit,
                     move_dirs=move_dirs, conflicts=tuple(conflicts), classification=classification,
                     skipped=dict(skipped or {}), targets=targets, dir_failures=lost_dirs)
@@ -431,6 +459,7 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
         verb = "reverted to its original replicas" if final is Phase.REVERTED else "has its target replicas"
         return _with(base, phase=final, reason=final.value, message=f"every partition {verb}")
     if failed and not running:
+        failures = {**memory.failures, **lost_dirs}
         worst = sorted(failed)[:3]
         detail = "; ".join(f"{tp}: {failures[tp]}" for tp in worst)
         if all(failures[tp].code == STORAGE_ERROR for tp in failed):

@@ -182,6 +182,10 @@ class Ports:
     selection: Callable[[], Mapping[TopicPartition, PartitionState]] = lambda: {}
     #: The time after acting (the tick's ``now`` is when it began).
     clock: Callable[[], dt.datetime] = utcnow
+    #: AlterReplicaLogDirs through the executor (only while this replica may act; an admitted move counts as in
+    #: flight until a look shows it); ``kafka``'s own call when not given.
+    move_dirs: Callable[[Mapping[tuple[TopicPartition, int], str]],
+                        dict[tuple[TopicPartition, int], KafkaRefusal | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -376,7 +380,8 @@ def _act(body: Mapping[str, Any], *, intent: Intent, memory: Memory, decision: D
     # 5. Replicas that sit on their target brokers but in another log dir than the spec names.
     if decision.move_dirs:
         log.info("%s: moving %d replica(s) between log dirs", _key(body), len(decision.move_dirs))
-        for (tp, broker), answer in kafka.alter_replica_log_dirs(decision.move_dirs).items():
+        move_dirs = ports.move_dirs or kafka.alter_replica_log_dirs
+        for (tp, broker), answer in move_dirs(decision.move_dirs).items():
             if answer is not None and not answer.retriable:
                 effects.failures[tp] = answer
                 effects.events.append(Event("Warning", access.refusal_reason([answer]),
