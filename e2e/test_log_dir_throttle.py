@@ -89,3 +89,35 @@ def test_a_log_dir_move_runs_under_the_intra_broker_throttle_and_leaves_no_rate_
         assert "throttle" not in resources.status(KPR, "dirs")
     finally:
         users_rate(testbed, bootstrap_servers, 2, None)
+
+
+def test_log_dir_moves_count_against_max_moves_as_kafka_shows_them(
+        testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+        resources: Resources) -> None:
+    """Three replicas of broker 1 to its other dir under ``maxMoves: 1``: DescribeLogDirs, sampled throughout, never
+    shows broker 1 copying more than one of them at once (a future replica each), and shows every copy at some point;
+    all three end in the dir named."""
+    partitions = [0, 1, 2]
+    create_topic(kafka_admin, topic_name, len(partitions), assignment=[[1] for _ in partitions])
+    fill(bootstrap_servers, topic_name, partitions, messages=150)
+    adapter = kafka(bootstrap_servers)
+    current = adapter.log_dirs([topic_name], [1]).replica_dirs
+    tps = [TopicPartition(topic_name, p) for p in partitions]
+    other = {tp: next(str(d) for d in testbed.state.kafka.log_dirs(1) if str(d) != current[(tp, 1)]) for tp in tps}
+    resources.create(KPR, "one-copy-at-a-time", {"partitions": [
+        {"topic": topic_name, "partition": tp.partition, "replicas": [1], "logDirs": [other[tp]]} for tp in tps
+    ], "execution": {"logDirThrottle": 2 * SLOW, "maxMoves": 1}})
+    samples: list[set[TopicPartition]] = []
+
+    def finished() -> bool:
+        report = adapter.log_dirs([topic_name], [1])
+        samples.append({tp for tp, _broker in report.future_dirs})
+        return all(report.replica_dirs.get((tp, 1)) == other[tp] for tp in tps) and not report.future_dirs
+
+    wait_for(finished, 180, "every replica in the dir named", interval=0.3)
+    over = [sorted(tp.partition for tp in s) for s in samples if len(s) > 1]
+    assert not over, f"{len(over)} of {len(samples)} samples show more than one copy at once (partitions): {over[:3]}"
+    seen = set().union(*samples)
+    assert seen == set(tps), f"copies seen under way: {sorted(map(str, seen))} (too fast to sample?)"
+    resources.wait_phase(KPR, "one-copy-at-a-time", "Succeeded", timeout=60)
+    assert LOG_DIR_RATE not in configs_of(testbed, bootstrap_servers, 1)
