@@ -55,6 +55,12 @@ class Goal(StrEnum):
     ADD_BROKERS = "AddBrokers"
     REPLICATION_FACTOR = "ReplicationFactor"
     DEMOTE_BROKERS = "DemoteBrokers"
+    REMOVE_DISKS = "RemoveDisks"
+    REBALANCE_DISKS = "RebalanceDisks"
+
+
+#: Goals that move replicas between the log dirs of their own broker (JBOD), never between brokers.
+DISK_GOALS: Final = frozenset({Goal.REMOVE_DISKS, Goal.REBALANCE_DISKS})
 
 
 class _Document(BaseModel):
@@ -76,6 +82,13 @@ def _describe(what: str, err: ValidationError) -> str:
     return f"invalid {what}: {problems}"
 
 
+class LogDirRef(_Document):
+    """One log dir of one broker (an absolute path, as DescribeLogDirs names it)."""
+
+    broker: int
+    log_dir: str = Field(min_length=1)
+
+
 class PlanRequest(_Document):
     """What to plan: a goal over a set of topics, with the brokers it concerns.
 
@@ -84,6 +97,10 @@ class PlanRequest(_Document):
     - ``AddBrokers``: ``brokers`` are new, registered brokers; the cluster is rebalanced onto all brokers.
     - ``ReplicationFactor``: the selected topics get ``replicationFactor`` replicas per partition.
     - ``DemoteBrokers``: ``brokers`` go to the end of every replica list of the selected topics; no replica moves.
+    - ``RemoveDisks``: the log dirs in ``disks`` are emptied of the selected topics' replicas onto the other online
+      dirs of their brokers, balanced by bytes; no replica changes broker.
+    - ``RebalanceDisks``: the bytes on each broker's online dirs (only ``brokers``' when given) are evened out within
+      ``tolerance`` of the broker's mean dir, moving as few bytes as it can; no replica changes broker.
 
     Topics: ``topics`` and ``topicPattern`` (a Java regular expression matched against the whole name) select; none of
     them means every topic in the snapshot; ``excludeTopics`` and ``excludeTopicPattern`` remove topics from the
@@ -105,9 +122,22 @@ class PlanRequest(_Document):
     # ReplicationFactor: also move replicas that exist to even out the brokers. Off, only the new replicas are placed
     # (and replicas a rack holds beyond its share), so the bytes moved are the bytes the new replicas copy.
     rebalance_existing: bool = False
+    # RemoveDisks: the log dirs to empty.
+    disks: tuple[LogDirRef, ...] = ()
 
     @model_validator(mode="after")
     def _goal_needs(self) -> Self:
+        if self.goal is Goal.REMOVE_DISKS and not self.disks:
+            raise ValueError("goal RemoveDisks needs the log dirs to empty in 'disks'")
+        if self.goal is not Goal.REMOVE_DISKS and self.disks:
+            raise ValueError(f"'disks' only applies to goal RemoveDisks, not {self.goal.value}")
+        if self.goal is Goal.REMOVE_DISKS and self.brokers:
+            raise ValueError("goal RemoveDisks names its brokers in 'disks', not in 'brokers'")
+        if self.goal in DISK_GOALS and (self.exclude_brokers or self.exclude_leaders):
+            raise ValueError(f"goal {self.goal.value} moves no replica to another broker and no leadership: "
+                             "'excludeBrokers' and 'excludeLeaders' do not apply")
+        if len({(d.broker, d.log_dir) for d in self.disks}) != len(self.disks):
+            raise ValueError("'disks' lists a log dir twice")
         if self.goal in (Goal.REMOVE_BROKERS, Goal.ADD_BROKERS, Goal.DEMOTE_BROKERS) and not self.brokers:
             raise ValueError(f"goal {self.goal.value} needs the brokers it concerns in 'brokers'")
         if self.goal is Goal.REPLICATION_FACTOR and self.replication_factor is None:
@@ -125,6 +155,8 @@ class BrokerInfo(_Document):
     id: int
     rack: str | None = None
     alive: bool = True
+    #: The broker's online log dirs (DescribeLogDirs); empty when unknown.
+    log_dirs: tuple[str, ...] = ()
 
 
 class PartitionRecord(_Document):
@@ -138,6 +170,14 @@ class PartitionRecord(_Document):
     leader: int | None = None
     isr: tuple[int, ...] = ()
     size_bytes: int = Field(default=0, ge=0)
+    #: The log dir of each replica, in the order of ``replicas`` (null where unknown); empty when not read.
+    log_dirs: tuple[str | None, ...] = ()
+
+    @model_validator(mode="after")
+    def _dirs_match(self) -> Self:
+        if self.log_dirs and len(self.log_dirs) != len(self.replicas):
+            raise ValueError(f"{self.topic}-{self.partition}: log_dirs must have one entry per replica")
+        return self
 
 
 class PlanEntry(_Document):
@@ -187,6 +227,15 @@ class BrokerLoad(_Document):
     bytes: int
     replicas: int
     leaders: int
+
+
+class DirLoad(_Document):
+    """One online log dir of a broker: the bytes and replicas it holds (every topic's, selected or not)."""
+
+    broker: int
+    log_dir: str
+    bytes: int
+    replicas: int
 
 
 class Balance(_Document):
@@ -242,6 +291,10 @@ class PlanMetrics(_Document):
     balance_after: Balance | None = None
     brokers_before: tuple[BrokerLoad, ...] = ()
     brokers_after: tuple[BrokerLoad, ...] = ()
+    # Disk goals: every online log dir before and after the plan (the plan's replicas_to_move and bytes_to_move are
+    # then the copies between dirs of one broker).
+    dirs_before: tuple[DirLoad, ...] = ()
+    dirs_after: tuple[DirLoad, ...] = ()
     rounds: int = 0
     planning_seconds: float = 0.0
     spark_start_seconds: float = 0.0

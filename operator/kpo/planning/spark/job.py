@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from kpo.domain.plan_contract import METRICS_FILE, PLAN_FILE, PlanMetrics
 from kpo.planning.spark import storage
 from kpo.planning.spark.cluster import PlanError
-from kpo.planning.spark.plan import make_plan, plan_lines, read_snapshot
+from kpo.planning.spark.plan import make_plan, read_snapshot
 
 # Defaults for local mode on a small machine; spark-submit --conf (or a SparkApplication's sparkConf) wins.
 DEFAULTS = {
@@ -50,7 +50,7 @@ def session(app_name: str = "kpo-planner") -> SparkSession:
 
 def run(spark: SparkSession, input_uri: str, output_uri: str) -> PlanMetrics:
     result = make_plan(read_snapshot(spark, input_uri))
-    storage.write_lines(spark, plan_lines(result.state), storage.join(output_uri, PLAN_FILE))
+    storage.write_lines(spark, result.plan_lines(), storage.join(output_uri, PLAN_FILE))
     logging.getLogger("kpo.planning.spark").info("plan written: %d partitions change",
                                                  result.metrics.partitions_changed)
     return result.metrics

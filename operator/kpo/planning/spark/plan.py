@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import (
     BROKERS_FILE,
+    DISK_GOALS,
     PARTITIONS_PATH,
     REQUEST_FILE,
     STATUS_OK,
@@ -37,11 +38,11 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planning.spark import candidate, leaders, moves, quality, storage
+from kpo.planning.spark import candidate, disks, leaders, moves, quality, storage
 from kpo.planning.spark.cluster import Cluster, PlanError
 from kpo.planning.spark.demote import demote, lead_elsewhere
 from kpo.planning.spark.flow import handovers
-from kpo.planning.spark.prepare import offline_partitions, rack_bound, to_state
+from kpo.planning.spark.prepare import offline_partitions, rack_bound, selection, to_state
 from kpo.planning.spark.rounds import (
     BrokerStats,
     RoundPlan,
@@ -71,8 +72,13 @@ class Snapshot:
 @dataclass(frozen=True)
 class PlanResult:
     state: DataFrame
-    cluster: Cluster
+    cluster: Cluster | None
     metrics: PlanMetrics
+    #: ``plan.json``'s lines when the goal writes its own (the disk goals: log dirs); else from ``state``.
+    lines: DataFrame | None = None
+
+    def plan_lines(self) -> DataFrame:
+        return self.lines if self.lines is not None else plan_lines(self.state)
 
 
 def read_snapshot(spark: SparkSession, input_uri: str) -> Snapshot:
@@ -227,6 +233,8 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     started = clock()
     request = snapshot.request
     partitions = checkpoint(snapshot.partitions)
+    if request.goal in DISK_GOALS:
+        return _dir_plan(snapshot, partitions, started, clock)
     cluster = Cluster.of(request, snapshot.brokers, referenced_brokers(partitions))
     log.info("snapshot read: %d brokers take part, racks %s (%.1fs)", len(cluster.eligible),
              "in force" if cluster.rack_mode else "not in force", clock() - started)
@@ -275,6 +283,34 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     result = result.model_copy(update={"offline_partitions": lost, "offline_examples": lost_examples,
                                        "chosen_plan": chosen})
     return PlanResult(state=run.state, cluster=cluster, metrics=result)
+
+
+def _dir_plan(snapshot: Snapshot, partitions: DataFrame, started: float, clock: Callable[[], float]) -> PlanResult:
+    """RemoveDisks and RebalanceDisks (:mod:`kpo.planning.spark.disks`): copies between the log dirs of one broker,
+    no rounds; the replica lists stay as they are."""
+    request = snapshot.request
+    selected = selection(request, partitions)
+    dir_moves, loads = disks.plan_dir_moves(partitions, selected, request, snapshot.brokers)
+    dir_moves = checkpoint(dir_moves)
+    loads = checkpoint(loads)
+    after = disks.loads_after(loads, dir_moves)
+    counts = partitions.agg(F.count("*").alias("all"), F.sum(F.when(selected, 1).otherwise(0)).alias("chosen")).first()
+    moved = dir_moves.agg(F.count("*").alias("replicas"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+                          F.countDistinct("topic", "partition").alias("partitions")).first()
+    assert counts is not None and moved is not None
+    before_dirs, after_dirs = disks.collect_loads(loads), disks.collect_loads(after)
+    band, message = disks.band_of(request, loads, after_dirs)
+    metrics = PlanMetrics(
+        status=STATUS_OK, message=message, goal=request.goal, tolerance=request.tolerance,
+        partitions=int(counts["all"]), partitions_selected=int(counts["chosen"] or 0),
+        partitions_changed=int(moved["partitions"]), replicas_to_move=int(moved["replicas"]),
+        bytes_to_move=int(moved["bytes"]), lower_bound_bytes=disks.least_bytes(request, loads, partitions, selected),
+        band_reached=band, dirs_before=before_dirs, dirs_after=after_dirs,
+        planning_seconds=round(clock() - started, 3))
+    log.info("disk plan: %d replica(s), %d bytes between log dirs (%.1fs)", metrics.replicas_to_move,
+             metrics.bytes_to_move, clock() - started)
+    return PlanResult(state=partitions, cluster=None, metrics=metrics,
+                      lines=disks.dir_plan_lines(partitions, dir_moves))
 
 
 def _greedy_instead(run: _Rounds, initial: DataFrame) -> bool:

@@ -16,6 +16,7 @@ PARTITIONS = StructType([
     StructField("leader", IntegerType(), nullable=True),
     StructField("isr", ArrayType(IntegerType()), nullable=True),
     StructField("size_bytes", LongType(), nullable=True),
+    StructField("log_dirs", ArrayType(StringType()), nullable=True),
 ])
 
 # The planner's state: one row per partition. ``original`` is the snapshot's replica list, ``replicas`` the target
@@ -31,3 +32,6 @@ ASSIGNMENT = StructType([
     StructField("partition", IntegerType(), nullable=False),
     StructField("replicas", ArrayType(IntegerType()), nullable=False),
 ])
+
+# Disk goals: one row per replica copy between two log dirs of its broker.
+DIR_MOVE_COLUMNS = ("topic", "partition", "slot", "broker", "size", "from_dir", "to_dir")

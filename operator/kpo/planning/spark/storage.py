@@ -63,7 +63,7 @@ def read_partitions(spark: SparkSession, uri: str) -> DataFrame:
         missing = sorted({"topic", "partition", "replicas"} - set(raw.columns))
         if missing:
             raise PlanError(f"{uri} lacks the columns {missing}")
-        for name in ("leader", "isr", "size_bytes"):
+        for name in ("leader", "isr", "size_bytes", "log_dirs"):
             if name not in raw.columns:
                 raw = raw.withColumn(name, F.lit(None))
     else:
