@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from kpo.domain.estimate import estimate, planned_moves
+from kpo.domain.estimate import dir_estimate, estimate, planned_moves
 from kpo.domain.model import Broker, ClusterView, PartitionState, TopicPartition
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Execution, Limits, Move, Owner
@@ -75,3 +75,15 @@ def test_planned_moves_start_from_the_snapshot_with_the_sizes_kafka_reports() ->
     [planned] = planned_moves({tp: (2, 3)}, {tp: (1, 2)}, view, OWNER)
     assert (planned.current, planned.target, planned.leader) == ((1, 2), (2, 3), 2)
     assert planned.size_bytes == view.partition_size(tp) > 0
+
+
+def test_copies_between_log_dirs_take_the_busiest_brokers_bytes_over_the_intra_broker_rate() -> None:
+    t0, t1, t2 = (TopicPartition("orders", p) for p in range(3))
+    copies = {(t0, 1): "/b", (t1, 1): "/b", (t2, 2): "/c"}
+    sizes = {(t0, 1): 300, (t1, 1): 500, (t2, 2): 600, (t2, 1): 10_000}
+    found = dir_estimate(copies, sizes, 100.0)
+    assert (found.seconds, found.at_throttle_seconds) == (8.0, 8.0)
+    assert "broker 1" in found.note
+    unknown = dir_estimate(copies, sizes, None)
+    assert unknown.seconds is None and "logDirThrottle" in unknown.note
+    assert dir_estimate({}, sizes, None).seconds == 0.0

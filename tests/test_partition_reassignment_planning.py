@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
-from kpo.domain.plan_contract import Goal, PlanRequest
+from kpo.domain.plan_contract import Goal, LogDirRef, PlanRequest
 from kpo.domain.proposal import Proposal
 from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import (
@@ -206,3 +208,27 @@ def test_planning_to_succeeded_names_what_a_demoted_broker_must_keep_leading() -
                         leaders_away=frozenset({1}))
     d = decide_planning(Phase.PLANNING, demote, Job(JobStatus.SUCCEEDED, proposal=EMPTY), None, alone)
     assert d.phase is Phase.SUCCEEDED and "orders-0 (leader 1): no other in-sync replica" in d.message
+
+
+def test_pending_to_invalid_names_each_disk_the_cluster_does_not_have_online() -> None:
+    dirs = replace(view(), log_dirs={1: frozenset({"/a", "/b"}), 2: frozenset({"/a"})},
+                   offline_dirs={1: frozenset({"/c"})})
+    remove = PlanRequest(goal=Goal.REMOVE_DISKS, topics=("orders",), disks=(
+        LogDirRef(broker=1, log_dir="/x"), LogDirRef(broker=1, log_dir="/c"), LogDirRef(broker=2, log_dir="/a"),
+        LogDirRef(broker=7, log_dir="/a")))
+    d = decide_planning(Phase.PENDING, intent(request=remove), Job(JobStatus.NONE), None, dirs)
+    assert d.phase is Phase.INVALID and not d.start_job
+    found = {(p.field, p.reason) for p in d.problems}
+    assert found == {("spec.plan.disks[0]", "UnknownLogDir"), ("spec.plan.disks[1]", "LogDirOffline"),
+                     ("spec.plan.disks", "NoLogDirLeft"), ("spec.plan.disks[3]", "UnknownBroker")}
+    assert any("its online log dirs: /a, /b" in p.message for p in d.problems)
+    fine = PlanRequest(goal=Goal.REMOVE_DISKS, topics=("orders",), disks=(LogDirRef(broker=1, log_dir="/b"),))
+    assert decide_planning(Phase.PENDING, intent(request=fine), Job(JobStatus.NONE), None, dirs).phase is \
+        Phase.PLANNING
+
+
+def test_pending_to_invalid_for_a_disk_rebalance_of_a_broker_that_is_not_live() -> None:
+    rebalance = PlanRequest(goal=Goal.REBALANCE_DISKS, brokers=(1, 9))
+    d = decide_planning(Phase.PENDING, intent(request=rebalance), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and [(p.field, p.reason) for p in d.problems] == [
+        ("spec.plan.brokers", "UnknownBroker")]

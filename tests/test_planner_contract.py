@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -92,3 +93,18 @@ def test_a_failure_carries_its_message_and_nothing_else() -> None:
     assert failed.status == "failed"
     assert failed.message == "no alive broker is left"
     assert failed.bytes_to_move == 0
+
+
+def test_a_disk_plan_keeps_its_log_dirs_and_its_id_depends_on_them() -> None:
+    t0, t1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    targets = {t0: (1, 2), t1: (2, 1)}
+    replicas_only = plan_of(targets)
+    assert replicas_only.log_dir_targets() == {}
+    # A plan of replica lists keeps the id it had before log dirs were part of the digest.
+    legacy = sorted((e.topic, e.partition, e.replicas) for e in replicas_only.partitions)
+    assert replicas_only.digest() == hashlib.sha256(repr(legacy).encode()).hexdigest()[:16]
+    to_b = plan_of(targets, {t0: ("/b", "any")})
+    to_c = plan_of(targets, {t0: ("/c", "any")})
+    assert to_b.log_dir_targets() == {t0: ("/b", "any")}
+    assert ReassignmentPlan.from_json(to_b.to_json()).log_dir_targets() == {t0: ("/b", "any")}
+    assert len({replicas_only.digest(), to_b.digest(), to_c.digest()}) == 3

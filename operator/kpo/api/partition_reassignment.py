@@ -96,9 +96,24 @@ class PlanGoal(StrEnum):
     ADD_BROKERS = "AddBrokers"
     REPLICATION_FACTOR = "ReplicationFactor"
     DEMOTE_BROKERS = "DemoteBrokers"
+    REMOVE_DISKS = "RemoveDisks"
+    REBALANCE_DISKS = "RebalanceDisks"
 
 
 BROKER_GOALS = (PlanGoal.REMOVE_BROKERS, PlanGoal.ADD_BROKERS, PlanGoal.DEMOTE_BROKERS)
+#: Goals that may name brokers: those that need them, and RebalanceDisks (only the brokers named).
+BROKERS_ALLOWED = (*BROKER_GOALS, PlanGoal.REBALANCE_DISKS)
+#: Goals that move replicas between the log dirs of their own broker (JBOD), never to another broker.
+DISK_GOALS = (PlanGoal.REMOVE_DISKS, PlanGoal.REBALANCE_DISKS)
+#: A RemoveDisks plan names at most this many log dirs.
+MAX_PLAN_DISKS = 1000
+
+
+class PlanDisk(ApiModel):
+    """One log dir of one broker (the absolute path DescribeLogDirs and the broker's log.dirs name)."""
+
+    broker: StrictInt = Field(ge=0, description="Broker id.")
+    log_dir: StrictStr = Field(pattern="^/", max_length=4096, description="The log dir, an absolute path.")
 
 
 class Plan(ApiModel):
@@ -111,7 +126,11 @@ class Plan(ApiModel):
         "fair share of replicas onto brokers (new, empty ones). ReplicationFactor: give every selected partition "
         "replicationFactor replicas. DemoteBrokers: move brokers to the end of every replica list they are in (no "
         "data moves) and elect the preferred leaders after, so they lead nothing: before maintenance; reverted by "
-        "stop: Revert.",
+        "stop: Revert. RemoveDisks: empty the log dirs named in disks onto the other online dirs of their brokers, "
+        "balanced by bytes (JBOD: a disk to replace or retire). RebalanceDisks: even out the bytes on the log dirs "
+        "of each broker (only brokers', when named) within tolerance, moving as few bytes as it can. The two disk "
+        "goals copy replicas between the dirs of one broker (AlterReplicaLogDirs, paced by "
+        "execution.logDirThrottle) and never to another broker; a revert leaves replicas in the dirs they reached.",
     )
     topics: TopicSet | None = Field(
         default=None,
@@ -148,8 +167,17 @@ class Plan(ApiModel):
     brokers: BrokerSet | None = Field(
         default=None,
         min_length=1,
-        description="Broker ids to drain (RemoveBrokers), to fill (AddBrokers) or to demote (DemoteBrokers). "
-        "Required by those goals, forbidden by the others.",
+        description="Broker ids to drain (RemoveBrokers), to fill (AddBrokers) or to demote (DemoteBrokers): "
+        "required by those goals. RebalanceDisks: only these brokers' dirs (default: every broker with more than one "
+        "online dir). Forbidden by the other goals.",
+    )
+    disks: list[PlanDisk] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PLAN_DISKS,
+        description="RemoveDisks: the log dirs to empty, each an online dir of its broker; a broker keeps at least one "
+        "online dir. Required by that goal, forbidden by the others.",
+        json_schema_extra=list_map("broker", "logDir"),
     )
     replication_factor: StrictInt | None = Field(
         default=None,
@@ -200,12 +228,36 @@ class Plan(ApiModel):
             reason=RuleReason.REQUIRED,
         ),
         Rule(
-            cel=f"{cel_in('self.goal', BROKER_GOALS)} || !has(self.brokers)",
-            message="brokers is only used by goals RemoveBrokers, AddBrokers and DemoteBrokers",
-            holds=lambda p: p.goal in BROKER_GOALS or p.brokers is None,
+            cel=f"{cel_in('self.goal', BROKERS_ALLOWED)} || !has(self.brokers)",
+            message="brokers is only used by goals RemoveBrokers, AddBrokers, DemoteBrokers and RebalanceDisks",
+            holds=lambda p: p.goal in BROKERS_ALLOWED or p.brokers is None,
             field_path=".brokers",
             reason=RuleReason.FORBIDDEN,
         ),
+        Rule(
+            cel="self.goal != 'RemoveDisks' || has(self.disks)",
+            message="goal RemoveDisks needs the log dirs to empty in disks",
+            holds=lambda p: p.goal is not PlanGoal.REMOVE_DISKS or p.disks is not None,
+            field_path=".disks",
+            reason=RuleReason.REQUIRED,
+        ),
+        Rule(
+            cel="self.goal == 'RemoveDisks' || !has(self.disks)",
+            message="disks is only used by goal RemoveDisks",
+            holds=lambda p: p.goal is PlanGoal.REMOVE_DISKS or p.disks is None,
+            field_path=".disks",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel=f"!({cel_in('self.goal', DISK_GOALS)}) || ((!has(self.excludeBrokers) || size(self.excludeBrokers) "
+                "== 0) && (!has(self.excludeLeaders) || size(self.excludeLeaders) == 0))",
+            message="goals RemoveDisks and RebalanceDisks move no replica to another broker and no leadership: "
+                    "excludeBrokers and excludeLeaders do not apply",
+            holds=lambda p: p.goal not in DISK_GOALS or not (p.exclude_brokers or p.exclude_leaders),
+            field_path=".excludeBrokers",
+            reason=RuleReason.FORBIDDEN,
+        ),
+
         Rule(
             cel="self.goal != 'ReplicationFactor' || has(self.replicationFactor)",
             message="goal ReplicationFactor needs replicationFactor",
@@ -515,12 +567,29 @@ class BrokerLoad(StatusModel):
     leaders_after: int = Field(default=0, ge=0, description="Preferred leaders on the broker after the moves.")
 
 
+class LogDirLoad(StatusModel):
+    """One online log dir of a broker before and after a disk plan (every topic's replicas in it)."""
+
+    broker: int = Field(ge=0, description="Broker id.")
+    log_dir: str = Field(description="The log dir.")
+    bytes_before: int = Field(default=0, ge=0, description="Bytes in the dir now.")
+    bytes_after: int = Field(default=0, ge=0, description="Bytes in the dir after the moves.")
+    replicas_before: int = Field(default=0, ge=0, description="Replicas in the dir now.")
+    replicas_after: int = Field(default=0, ge=0, description="Replicas in the dir after the moves.")
+
+
+#: status.summary.logDirs lists at most this many dirs.
+MAX_SUMMARY_LOG_DIRS = 1000
+
+
 class PlanSummary(StatusModel):
     """What the target changes, computed before anything moves."""
 
-    partitions: int = Field(default=0, ge=0, description="Partitions whose replicas change.")
-    replica_moves: int = Field(default=0, ge=0, description="Replicas created on a new broker.")
-    bytes_to_move: int = Field(default=0, ge=0, description="Bytes those new replicas copy.")
+    partitions: int = Field(default=0, ge=0, description="Partitions whose replicas change (disk goals: whose "
+                            "replicas change log dir).")
+    replica_moves: int = Field(default=0, ge=0, description="Replicas created on a new broker (disk goals: replicas "
+                               "copied to another log dir of their broker).")
+    bytes_to_move: int = Field(default=0, ge=0, description="Bytes those replicas copy.")
     leader_changes: int = Field(default=0, ge=0, description="Partitions whose preferred leader changes.")
     lower_bound_bytes: int | None = Field(
         default=None,
@@ -553,6 +622,12 @@ class PlanSummary(StatusModel):
         default_factory=list,
         description="Load per broker, before and after.",
         json_schema_extra=list_map("id"),
+    )
+    log_dirs: list[LogDirLoad] | None = Field(
+        default=None,
+        max_length=MAX_SUMMARY_LOG_DIRS,
+        description="Disk goals: every online log dir of the brokers concerned (the first 1000 by broker and dir), "
+        "bytes and replicas before and after.",
     )
 
 

@@ -186,3 +186,23 @@ def _with_burst(note: str, found: Burst | None, *, may: bool) -> str:
         return note
     likely = "may" if may else "will likely"
     return f"{note}; Kafka {likely} finish sooner than the throttle alone allows: {found.describe()}"
+
+
+def dir_estimate(moves: Mapping[tuple[TopicPartition, int], str], sizes: Mapping[tuple[TopicPartition, int], int],
+                 rate: float | None) -> Estimate:
+    """How long copies between the log dirs of their brokers (the disk goals) should take: each broker copies at
+    most ``rate`` bytes/s in all (``replica.alter.log.dirs.io.max.bytes.per.second`` caps the broker, not a
+    replica), brokers copy side by side, so the busiest broker's bytes over the rate. Writes meanwhile are not
+    counted."""
+    if not moves:
+        return Estimate(0.0, 0.0, "nothing to copy")
+    if not rate:
+        return Estimate(None, None, "no estimate without execution.logDirThrottle: kpo does not know how fast the "
+                        "brokers' disks copy")
+    per_broker: dict[int, int] = {}
+    for tp, broker in moves:
+        per_broker[broker] = per_broker.get(broker, 0) + sizes.get((tp, broker), 0)
+    busiest = max(per_broker, key=lambda b: (per_broker[b], -b))
+    seconds = per_broker[busiest] / rate
+    return Estimate(seconds, seconds, f"copies between log dirs at execution.logDirThrottle; broker {busiest} copies "
+                    f"the most ({per_broker[busiest]} bytes); writes meanwhile not counted")

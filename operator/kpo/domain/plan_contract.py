@@ -179,6 +179,10 @@ class PartitionRecord(_Document):
             raise ValueError(f"{self.topic}-{self.partition}: log_dirs must have one entry per replica")
         return self
 
+    def to_json(self) -> str:
+        # Only the disk goals' snapshots carry log dirs: the others' lines stay as short as they were.
+        return self.model_dump_json(by_alias=True, exclude=None if self.log_dirs else {"log_dirs"})
+
 
 class PlanEntry(_Document):
     model_config = ConfigDict(alias_generator=None, frozen=True, extra="forbid")
@@ -208,15 +212,24 @@ class ReassignmentPlan(_Document):
     def targets(self) -> dict[TopicPartition, Replicas]:
         return {TopicPartition(e.topic, e.partition): e.replicas for e in self.partitions}
 
+    def log_dir_targets(self) -> dict[TopicPartition, tuple[str, ...]]:
+        """The entries that name a log dir for some replica (the disk goals'): partition -> log_dirs."""
+        return {TopicPartition(e.topic, e.partition): e.log_dirs for e in self.partitions
+                if any(d != "any" for d in e.log_dirs)}
+
     def digest(self) -> str:
-        """A short, stable id of the plan's content: what a user names to approve exactly the proposal shown."""
-        canonical = sorted((e.topic, e.partition, e.replicas) for e in self.partitions)
+        """A short, stable id of the plan's content: what a user names to approve exactly the proposal shown. The
+        log dirs count only where an entry names one, so a plan of replica lists keeps the id it always had."""
+        canonical = sorted((e.topic, e.partition, e.replicas) + ((e.log_dirs,) if any(d != "any" for d in e.log_dirs)
+                                                                    else ()) for e in self.partitions)
         return hashlib.sha256(repr(canonical).encode()).hexdigest()[:16]
 
 
-def plan_of(targets: Mapping[TopicPartition, Replicas]) -> ReassignmentPlan:
+def plan_of(targets: Mapping[TopicPartition, Replicas],
+            log_dirs: Mapping[TopicPartition, tuple[str, ...]] | None = None) -> ReassignmentPlan:
     entries = (
-        PlanEntry(topic=tp.topic, partition=tp.partition, replicas=tuple(r), log_dirs=("any",) * len(r))
+        PlanEntry(topic=tp.topic, partition=tp.partition, replicas=tuple(r),
+                  log_dirs=(log_dirs or {}).get(tp) or ("any",) * len(r))
         for tp, r in sorted(targets.items())
     )
     return ReassignmentPlan(partitions=tuple(entries))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kpo.domain.model import Replicas, TopicPartition
 
@@ -19,3 +19,5 @@ class Proposal:
     generation: int
     targets: dict[TopicPartition, Replicas]
     basis: dict[TopicPartition, Replicas]
+    #: The disk goals': the log dir of each replica of a partition ("any" where it stays), for those naming one.
+    log_dirs: dict[TopicPartition, tuple[str, ...]] = field(default_factory=dict)

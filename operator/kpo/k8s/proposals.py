@@ -34,7 +34,7 @@ class ProposalStore:
         meta = body["metadata"]
         name = proposal_name(meta["name"])
         data = {
-            "plan.json": plan_of(proposal.targets).to_json(),
+            "plan.json": plan_of(proposal.targets, proposal.log_dirs).to_json(),
             "metrics.json": metrics.to_json(),
             "basis.json": json.dumps(rollback_document(proposal.basis)),
             "proposal.json": json.dumps({"id": proposal.id, "generation": proposal.generation,
@@ -66,5 +66,5 @@ class ProposalStore:
         plan = ReassignmentPlan.from_json(data["plan.json"])
         basis = parse_reassignment_document(json.loads(data["basis.json"]))
         proposal = Proposal(id=str(meta["id"]), generation=int(meta["generation"]), targets=plan.targets(),
-                            basis=basis)
+                            basis=basis, log_dirs=plan.log_dir_targets())
         return proposal, PlanRequest.model_validate(meta["request"])

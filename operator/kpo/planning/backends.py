@@ -177,7 +177,8 @@ class PlanningJobs:
             return Job(JobStatus.FAILED, bounded_message(said))
         plan = output.plan
         basis = self._basis(base, plan.targets().keys())
-        proposal = Proposal(id=plan.digest()[:12], generation=generation, targets=plan.targets(), basis=basis)
+        proposal = Proposal(id=plan.digest()[:12], generation=generation, targets=plan.targets(), basis=basis,
+                            log_dirs=plan.log_dir_targets())
         return Job(JobStatus.SUCCEEDED, "", proposal, metrics=output.metrics)
 
     def _basis(self, base: Path, planned: Iterable[TopicPartition]) -> dict[TopicPartition, Replicas]:

@@ -27,7 +27,7 @@ from kpo.domain.claims import Claim, claimed_by_others, move_holders
 from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal, left_behind
-from kpo.domain.estimate import Estimate, estimate, planned_moves
+from kpo.domain.estimate import Estimate, dir_estimate, estimate, planned_moves
 from kpo.domain.model import ClusterView, Replicas, TopicPartition
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
@@ -172,7 +172,7 @@ def partitionreassignment_reconcile(tick: Tick) -> Outcome[Any] | None:
                                                 now=tick.now, estimating=_estimating(tick))
             return _uncordoned(tick, outcome)
         assert current is not None
-        intent = replace(intent, targets={tp: Target(r) for tp, r in current.targets.items()})
+        intent = replace(intent, targets={tp: Target(r, current.log_dirs.get(tp)) for tp, r in current.targets.items()})
     store = context.rollbacks
     originals = store.load(tick.namespace, tick.name)
 
@@ -211,6 +211,11 @@ def _estimating(tick: Tick) -> plan_reconciler.Estimating:
     policy = _watching(context).policy
 
     def estimating(proposal: Proposal, view: ClusterView) -> Estimate:
+        if proposal.log_dirs:
+            copies = {(tp, broker): d for tp, dirs in proposal.log_dirs.items()
+                      for broker, d in zip(proposal.targets[tp], dirs, strict=False) if d != "any"}
+            rate = tick.spec.execution.log_dir_throttle
+            return dir_estimate(copies, view.replica_sizes, float(rate) if rate else None)
         moves = planned_moves(proposal.targets, proposal.basis, view, owner)
         return estimate(moves, execution_of(tick.spec), poll_interval=context.config.poll_interval_seconds,
                         incremental=incremental, config=config, refill=policy)

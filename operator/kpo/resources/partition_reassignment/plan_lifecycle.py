@@ -199,6 +199,38 @@ def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal:
         problems.append(Problem("spec.plan.excludeBrokers", "NoBrokerLeftToHold",
                                 f"excludeBrokers names every live broker the plan could place replicas on "
                                 f"({remaining}): no broker would be left to take a replica; exclude fewer brokers"))
+    return problems + disk_problems(request, view)
+
+
+def disk_problems(request: PlanRequest, view: ClusterView) -> list[Problem]:
+    """What the disk goals name that the cluster does not have: a broker that is not live, a log dir it does not
+    have, one that is offline (its replicas cannot be read, so not copied), or every online dir of a broker."""
+    problems: list[Problem] = []
+    live = sorted(view.brokers)
+    if request.goal is Goal.REBALANCE_DISKS and (unknown := [b for b in request.brokers if b not in view.brokers]):
+        problems.append(Problem("spec.plan.brokers", "UnknownBroker",
+                                f"broker(s) {unknown} are not live brokers (live: {live})"))
+    named: dict[int, set[str]] = {}
+    for i, disk in enumerate(request.disks):
+        where = f"spec.plan.disks[{i}]"
+        online, offline = view.log_dirs.get(disk.broker, frozenset()), view.offline_dirs.get(disk.broker, frozenset())
+        if disk.broker not in view.brokers:
+            problems.append(Problem(where, "UnknownBroker",
+                                    f"broker {disk.broker} is not a live broker (live: {live})"))
+        elif disk.log_dir in offline:
+            problems.append(Problem(where, "LogDirOffline", f"log dir {disk.log_dir} of broker {disk.broker} is "
+                                    "offline: Kafka cannot read its replicas, so they cannot be copied to another dir"))
+        elif disk.log_dir not in online:
+            problems.append(Problem(where, "UnknownLogDir", f"broker {disk.broker} has no log dir {disk.log_dir} "
+                                    f"(its online log dirs: {', '.join(sorted(online)) or 'none known'})"))
+        else:
+            named.setdefault(disk.broker, set()).add(disk.log_dir)
+    for broker, dirs in sorted(named.items()):
+        if view.log_dirs.get(broker, frozenset()) <= dirs:
+            problems.append(Problem("spec.plan.disks", "NoLogDirLeft",
+                                    f"disks names every online log dir of broker {broker} "
+                                    f"({', '.join(sorted(dirs))}): its replicas would have nowhere to go; to empty "
+                                    "the broker, use goal RemoveBrokers"))
     return problems
 
 

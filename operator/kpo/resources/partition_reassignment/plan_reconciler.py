@@ -18,7 +18,7 @@ from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
 from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView, PartitionState, TopicPartition
-from kpo.domain.plan_contract import BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
+from kpo.domain.plan_contract import DISK_GOALS, BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable, topic_names_with
@@ -65,12 +65,18 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = 
     dirs = kafka.log_dirs(topics, live)
     ongoing = kafka.list_reassignments()
     view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
-                       log_dirs=dirs.broker_dirs, topics=frozenset(names))
+                       log_dirs=dirs.broker_dirs, offline_dirs=dirs.offline_dirs, topics=frozenset(names))
     known = set(live) | {b for s in states.values() for b in s.replicas}
-    brokers = [BrokerInfo(id=b, rack=live[b].rack if b in live else None, alive=b in live) for b in sorted(known)]
+    # Log dirs only for the disk goals: the others do not read them, and a big cluster's snapshot stays as small.
+    with_dirs = request.goal in DISK_GOALS
+    brokers = [BrokerInfo(id=b, rack=live[b].rack if b in live else None, alive=b in live,
+                          log_dirs=tuple(sorted(dirs.broker_dirs.get(b, ()))) if with_dirs else ())
+               for b in sorted(known)]
     partitions = [PartitionRecord(topic=tp.topic, partition=tp.partition, replicas=s.replicas,
                                   leader=s.leader if s.leader >= 0 else None, isr=s.isr,
-                                  size_bytes=view.partition_size(tp))
+                                  size_bytes=view.partition_size(tp),
+                                  log_dirs=tuple(dirs.replica_dirs.get((tp, b)) for b in s.replicas) if with_dirs
+                                  else ())
                   for tp, s in sorted(states.items())]
     return Snapshot(view=view, brokers=brokers, partitions=partitions)
 

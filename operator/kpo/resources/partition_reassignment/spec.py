@@ -11,7 +11,7 @@ from typing import Any
 
 from kpo.api import PartitionReassignmentSpec, PlanGoal
 from kpo.domain.model import TopicPartition
-from kpo.domain.plan_contract import Goal, PlanRequest
+from kpo.domain.plan_contract import Goal, LogDirRef, PlanRequest
 from kpo.domain.reassignment import Target
 from kpo.domain.scheduling import Execution, Limits, Order
 from kpo.resources.partition_reassignment.lifecycle import Intent
@@ -77,7 +77,8 @@ def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
                        replication_factor=plan.replication_factor,
                        # The API allows a tolerance of 1 (anything goes); the job's contract wants it below 1.
                        tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware,
-                       rebalance_existing=bool(plan.rebalance_existing))
+                       rebalance_existing=bool(plan.rebalance_existing),
+                       disks=tuple(LogDirRef(broker=d.broker, log_dir=d.log_dir) for d in plan.disks or ()))
 
 
 def plan_intent_of(spec: PartitionReassignmentSpec, generation: int) -> PlanIntent:

@@ -26,6 +26,7 @@ from kpo.api import (
     Duration,
     InFlightMove,
     LeaderElectionResult,
+    LogDirLoad,
     LogDirProgress,
     PartitionFailure,
     PartitionReassignmentStatus,
@@ -38,6 +39,7 @@ from kpo.api import (
 from kpo.api import Progress as ProgressStatus
 from kpo.api import Proposal as ProposalStatus
 from kpo.api.common import Condition
+from kpo.api.partition_reassignment import MAX_SUMMARY_LOG_DIRS
 from kpo.domain import conditions as cond
 from kpo.domain.claims import Claim
 from kpo.domain.cordon import CordonJournal, CordonState
@@ -403,10 +405,17 @@ def summary_status(metrics: PlanMetrics) -> PlanSummary:
                           leaders_before=before[broker].leaders if broker in before else 0,
                           leaders_after=after[broker].leaders if broker in after else 0)
                for broker in sorted(set(before) | set(after))]
+    dirs_after = {(d.broker, d.log_dir): d for d in metrics.dirs_after}
+    log_dirs = [LogDirLoad(broker=d.broker, log_dir=d.log_dir, bytes_before=d.bytes, replicas_before=d.replicas,
+                           bytes_after=dirs_after[(d.broker, d.log_dir)].bytes if (d.broker, d.log_dir) in dirs_after
+                           else d.bytes,
+                           replicas_after=dirs_after[(d.broker, d.log_dir)].replicas
+                           if (d.broker, d.log_dir) in dirs_after else d.replicas)
+                for d in metrics.dirs_before[:MAX_SUMMARY_LOG_DIRS]]
     return PlanSummary(partitions=metrics.partitions_changed, replica_moves=metrics.replicas_to_move,
                        bytes_to_move=metrics.bytes_to_move, leader_changes=metrics.leader_changes,
                        lower_bound_bytes=metrics.lower_bound_bytes, offline_partitions=metrics.offline_partitions,
                        offline_examples=list(metrics.offline_examples), band_reached=metrics.band_reached,
                        max_over_mean=metrics.balance_after.bytes if metrics.balance_after else None,
                        min_over_mean=metrics.balance_after.bytes_min if metrics.balance_after else None,
-                       note=metrics.message[:1024], brokers=brokers)
+                       note=metrics.message[:1024], brokers=brokers, log_dirs=log_dirs or None)

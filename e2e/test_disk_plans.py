@@ -1,0 +1,107 @@
+"""Disk plans on the real JBOD test bed (issue 30): each broker has two log dirs (``data-a``, ``data-b``).
+
+A RemoveDisks plan empties one dir of broker 1 of a topic's replicas while a producer writes: proposed with every
+dir's bytes before and after, approved, carried out through AlterReplicaLogDirs under the intra-broker throttle, and
+judged with Kafka's own tools: LogDirsCommand (kafka-log-dirs.sh) for where the replicas are, DescribeConfigs for the
+throttle, the topic's log for what the producer wrote. A dir the broker does not have is refused before any job runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from e2e.kafka_support import broker_rate, create_topic, wait_for
+from e2e.kube_support import Resources
+from e2e.reassignment_support import KeyedProducer, fill, read_log
+from kpo.domain.throttle import LOG_DIR_RATE
+from kpo_testbed import Testbed
+
+KPR = "PartitionReassignment"
+RATE = 512 * 1024
+ASSIGNMENT = [[1, 2], [2, 1], [1, 3], [3, 1], [1, 2], [2, 3]]
+
+pytestmark = pytest.mark.usefixtures("kpo_operator")
+
+
+def topic_dirs(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str) -> dict[str, set[int]]:
+    """Kafka's LogDirsCommand: the partitions of ``topic`` in each log dir of ``broker`` (future replicas apart)."""
+    out = testbed.state.kafka.run_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
+                                       bootstrap_servers, "--describe", "--broker-list", str(broker),
+                                       "--topic-list", topic)
+    document: dict[str, Any] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    found: dict[str, set[int]] = {}
+    for answer in document["brokers"]:
+        for log_dir in answer["logDirs"]:
+            found[log_dir["logDir"]] = {int(p["partition"].rsplit("-", 1)[1]) for p in log_dir["partitions"]
+                                        if not p["isFuture"]}
+    return found
+
+
+def test_a_remove_disks_plan_empties_the_dir_under_the_intra_broker_throttle_while_a_producer_writes(
+        testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+        resources: Resources) -> None:
+    create_topic(kafka_admin, topic_name, len(ASSIGNMENT), assignment=ASSIGNMENT)
+    fill(bootstrap_servers, topic_name, list(range(len(ASSIGNMENT))), messages=60)
+    before = topic_dirs(testbed, bootstrap_servers, 1, topic_name)
+    drained = max(before, key=lambda d: (len(before[d]), d))
+    kept = next(d for d in before if d != drained)
+    leaving = before[drained]
+    assert leaving, before
+    producer = KeyedProducer(bootstrap_servers, topic_name)
+    producer.start()
+    try:
+        resources.create(KPR, "retire-dir", {
+            "plan": {"goal": "RemoveDisks", "disks": [{"broker": 1, "logDir": drained}], "topics": [topic_name]},
+            "execution": {"logDirThrottle": RATE, "maxMoves": 2}})
+        status = resources.wait_phase(KPR, "retire-dir", {"Proposed", "Failed", "Invalid"}, timeout=300)
+        assert status["phase"] == "Proposed", status
+        summary, proposal = status["summary"], status["proposal"]
+        assert summary["replicaMoves"] == len(leaving) and summary["partitions"] == len(leaving)
+        dirs = {(d["broker"], d["logDir"]): d for d in summary["logDirs"]}
+        # Every topic's replicas count in a dir; this plan takes exactly this topic's out of the drained one.
+        assert dirs[(1, drained)]["replicasBefore"] - dirs[(1, drained)]["replicasAfter"] == len(leaving)
+        assert dirs[(1, kept)]["replicasAfter"] - dirs[(1, kept)]["replicasBefore"] == len(leaving)
+        moved = dirs[(1, drained)]["bytesBefore"] - dirs[(1, drained)]["bytesAfter"]
+        assert moved == summary["bytesToMove"] == proposal["bytesToMove"] > 0
+        assert proposal["estimatedSeconds"] >= 1 and "logDirThrottle" in proposal["estimateNote"]
+        assert topic_dirs(testbed, bootstrap_servers, 1, topic_name) == before, "nothing moves before the approval"
+
+        resources.patch_spec(KPR, "retire-dir", {"approval": {"proposalId": proposal["id"]}})
+        rates: list[str | None] = []
+
+        def done() -> bool:
+            rates.append(broker_rate(kafka_admin, 1, LOG_DIR_RATE))
+            return resources.status(KPR, "retire-dir").get("phase") in {"Succeeded", "Failed", "Invalid"}
+
+        wait_for(done, 300, "the drain to end", interval=0.5)
+    finally:
+        acked = producer.stop()
+    status = resources.status(KPR, "retire-dir")
+    assert status["phase"] == "Succeeded", status
+    after = topic_dirs(testbed, bootstrap_servers, 1, topic_name)
+    assert after[drained] == set() and after[kept] == before[kept] | leaving, after
+    assert str(RATE) in rates, f"broker 1's intra-broker rate while it copied: {sorted(set(map(str, rates)))}"
+    assert broker_rate(kafka_admin, 1, LOG_DIR_RATE) is None, "the rate is taken back"
+    written = [v for v in read_log(bootstrap_servers, topic_name, len(ASSIGNMENT)) if v.isdigit()]
+    assert len(acked) > 100, "the producer wrote throughout"
+    assert not set(acked) - set(written), "acknowledged messages are all in the log"
+    assert len(written) == len(set(written)), "no message twice"
+
+
+def test_a_dir_the_broker_does_not_have_is_refused_before_any_job_runs(
+        resources: Resources, topic_name: str, kafka_admin: AdminClient, testbed: Testbed) -> None:
+    create_topic(kafka_admin, topic_name, 1, assignment=[[1]])
+    resources.create(KPR, "no-such-dir", {"plan": {"goal": "RemoveDisks", "topics": [topic_name],
+                                                   "disks": [{"broker": 1, "logDir": "/no/such/dir"}]}})
+    status = resources.wait_phase(KPR, "no-such-dir", {"Invalid", "Planning", "Proposed"}, timeout=60)
+    assert status["phase"] == "Invalid", status
+    ready = resources.condition(KPR, "no-such-dir", "Ready")
+    assert ready is not None and ready["reason"] == "UnknownLogDir"
+    have = ", ".join(sorted(str(d) for d in testbed.state.kafka.log_dirs(1)))
+    assert f"broker 1 has no log dir /no/such/dir (its online log dirs: {have})" in ready["message"]
+    wait_for(lambda: [e.reason for e in resources.events("no-such-dir") if e.type == "Warning"] == ["UnknownLogDir"],
+             20, "one Warning Event")
