@@ -107,6 +107,11 @@ BENCH_SCENARIOS ?= all
 bench: venv provision
 	$(PY) -m bench.planner.run --scenarios $(BENCH_SCENARIOS) --results bench/planner/RESULTS.md
 
+# The disk plans (issue 30): RemoveDisks and RebalanceDisks against the lower bound and a greedy.
+.PHONY: bench-disks
+bench-disks: venv
+	$(PY) -m bench.planner.disks --results bench/planner/RESULTS.md
+
 .PHONY: crds
 crds: venv
 	$(PY) -m kpo.api crds
