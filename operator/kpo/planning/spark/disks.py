@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import BrokerInfo, DirLoad, Goal, PlanRequest
+from kpo.planning.spark import storage
 from kpo.planning.spark.cluster import PlanError
 from kpo.planning.spark.schemas import DIR_MOVE_COLUMNS
 
@@ -169,23 +170,13 @@ def collect_loads(loads: DataFrame) -> tuple[DirLoad, ...]:
 
 
 def dir_plan_lines(partitions: DataFrame, dir_moves: DataFrame) -> DataFrame:
-    """``plan.json`` lines (``order``, ``line``) for the moved partitions: replicas as they are, ``log_dirs`` naming
-    the new dir of each moved replica and ``any`` for the others (kafka-reassign-partitions' JSON)."""
+    """``plan.json``'s lines (:func:`storage.plan_json_lines`) for the moved partitions: replicas as they are,
+    ``log_dirs`` naming the new dir of each moved replica and ``any`` for the others."""
     moved = dir_moves.groupBy("topic", "partition").agg(
         F.map_from_entries(F.collect_list(F.struct("slot", "to_dir"))).alias("to"))
-    entries = partitions.join(moved, ["topic", "partition"]).select(
-        "topic", "partition",
-        F.to_json(F.struct("topic", "partition", "replicas",
-                           F.transform("replicas", lambda _b, i: F.coalesce(F.element_at("to", (i + 1).cast("int")),
-                                                                             F.lit("any"))).alias("log_dirs")))
-        .alias("json"))
-    numbered = entries.select(F.row_number().over(Window.orderBy("topic", "partition")).alias("n"), "json")
-    body = numbered.select(F.col("n").cast("long").alias("order"),
-                           F.when(F.col("n") == 1, F.col("json")).otherwise(F.concat(F.lit(","), F.col("json")))
-                           .alias("line"))
-    edges = partitions.sparkSession.createDataFrame([(0, '{"version":1,"partitions":['), (2**62, "]}")],
-                                                    "order long, line string")
-    return edges.unionByName(body)
+    return storage.plan_json_lines(
+        partitions.join(moved, ["topic", "partition"]),
+        F.transform("replicas", lambda _b, i: F.coalesce(F.element_at("to", (i + 1).cast("int")), F.lit("any"))))
 
 
 def least_bytes(request: PlanRequest, loads: DataFrame, partitions: DataFrame, selected: Column) -> int:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kpo.domain.plan_contract import (
@@ -400,16 +400,7 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
 
 
 def plan_lines(state: DataFrame) -> DataFrame:
-    """``plan.json`` as ordered text lines (``order``, ``line``): kafka-reassign-partitions' JSON, changed
-    partitions only, sorted by topic and partition, built by Spark so that no partition passes through Python."""
-    entries = state.filter(F.col("replicas") != F.col("original")).select(
-        "topic", "partition",
-        F.to_json(F.struct("topic", "partition", "replicas",
-                           F.transform("replicas", lambda _: F.lit("any")).alias("log_dirs"))).alias("json"))
-    numbered = entries.select(F.row_number().over(Window.orderBy("topic", "partition")).alias("n"), "json")
-    body = numbered.select(F.col("n").cast("long").alias("order"),
-                           F.when(F.col("n") == 1, F.col("json")).otherwise(F.concat(F.lit(","), F.col("json")))
-                           .alias("line"))
-    edges = state.sparkSession.createDataFrame([(0, '{"version":1,"partitions":['), (2**62, "]}")],
-                                               "order long, line string")
-    return edges.unionByName(body)
+    """``plan.json``'s lines (:func:`storage.plan_json_lines`): the partitions whose replica list changes, every dir
+    ``any``."""
+    return storage.plan_json_lines(state.filter(F.col("replicas") != F.col("original")),
+                                   F.transform("replicas", lambda _: F.lit("any")))

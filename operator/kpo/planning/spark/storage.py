@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kpo.planning.spark.cluster import PlanError
@@ -91,3 +91,18 @@ def write_lines(spark: SparkSession, lines: DataFrame, uri: str) -> None:
     if not fs.rename(parts[0], target):
         raise PlanError(f"could not move {parts[0]} to {uri}")
     fs.delete(folder, True)
+
+
+def plan_json_lines(entries: DataFrame, log_dirs: Column) -> DataFrame:
+    """``plan.json`` as ordered text lines (``order``, ``line``): kafka-reassign-partitions' JSON of ``entries``
+    (topic, partition, replicas; ``log_dirs`` per entry), sorted by topic and partition, built by Spark so that no
+    partition passes through Python."""
+    documents = entries.select("topic", "partition", F.to_json(F.struct(
+        "topic", "partition", "replicas", log_dirs.alias("log_dirs"))).alias("json"))
+    numbered = documents.select(F.row_number().over(Window.orderBy("topic", "partition")).alias("n"), "json")
+    body = numbered.select(F.col("n").cast("long").alias("order"),
+                           F.when(F.col("n") == 1, F.col("json")).otherwise(F.concat(F.lit(","), F.col("json")))
+                           .alias("line"))
+    edges = entries.sparkSession.createDataFrame([(0, '{"version":1,"partitions":['), (2**62, "]}")],
+                                                 "order long, line string")
+    return edges.unionByName(body)
