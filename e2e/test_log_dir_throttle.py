@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 from e2e.kafka_support import create_topic, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, kafka
-from kpo.domain.model import TopicPartition
+from kpo.domain.model import LogDirReport, TopicPartition
 from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
 
@@ -120,4 +120,38 @@ def test_log_dir_moves_count_against_max_moves_as_kafka_shows_them(
     seen = set().union(*samples)
     assert seen == set(tps), f"copies seen under way: {sorted(map(str, seen))} (too fast to sample?)"
     resources.wait_phase(KPR, "one-copy-at-a-time", "Succeeded", timeout=60)
+    assert LOG_DIR_RATE not in configs_of(testbed, bootstrap_servers, 1)
+
+
+@pytest.mark.parametrize("ending", ["stop", "delete"])
+def test_a_stopped_or_deleted_resource_cancels_its_copy_between_log_dirs(
+        testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+        resources: Resources, ending: str) -> None:
+    """Mid-copy under a slow intra-broker rate, ``stop: true`` (or deletion) cancels the copy: DescribeLogDirs shows no
+    future replica and the replica still in its dir, and the rate is gone from the broker (a copy left running would
+    go on unthrottled)."""
+    create_topic(kafka_admin, topic_name, 1, assignment=[[1]])
+    fill(bootstrap_servers, topic_name, [0], messages=300)
+    adapter = kafka(bootstrap_servers)
+    tp = TopicPartition(topic_name, 0)
+    current = adapter.log_dirs([topic_name], [1]).replica_dirs[(tp, 1)]
+    other = next(str(d) for d in testbed.state.kafka.log_dirs(1) if str(d) != current)
+    resources.create(KPR, "halted", {"partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [1], "logDirs": [other]}],
+        "execution": {"logDirThrottle": SLOW}})
+    wait_for(lambda: (tp, 1) in adapter.log_dirs([topic_name], [1]).future_dirs, 60, "broker 1 copying the replica")
+    if ending == "stop":
+        resources.patch_spec(KPR, "halted", {"stop": True})
+        status = resources.wait_phase(KPR, "halted", {"Stopped", "Failed"}, timeout=60)
+        assert status["phase"] == "Stopped", status
+        assert "throttle" not in status
+    else:
+        resources.delete(KPR, "halted")
+        wait_for(lambda: not resources.exists(KPR, "halted"), 60, "the finalizer to let go")
+    def settled() -> list[LogDirReport]:
+        report = adapter.log_dirs([topic_name], [1])
+        return [] if report.future_dirs else [report]
+
+    report = wait_for(settled, 30, "no future replica")[0]
+    assert report.replica_dirs[(tp, 1)] == current, "the replica stays in its dir"
     assert LOG_DIR_RATE not in configs_of(testbed, bootstrap_servers, 1)

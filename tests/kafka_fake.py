@@ -40,6 +40,8 @@ class FakeCluster:
         self.level: int | None = 30
         #: Replicas being copied between log dirs of their broker (AlterReplicaLogDirs): (partition, broker) -> dir.
         self.future_dirs: dict[tuple[TopicPartition, int], str] = {}
+        #: The dir each replica is in, where a test says so: (partition, broker) -> dir.
+        self.replica_dirs: dict[tuple[TopicPartition, int], str] = {}
 
     #: True: every call fails as a lost connection does.
     down = False
@@ -87,10 +89,11 @@ class FakeCluster:
     def log_dirs(self, topics: Collection[str], brokers: Collection[int]) -> LogDirReport:
         self.called("log_dirs")
         future = {k: d for k, d in self.future_dirs.items() if k[0].topic in topics}
+        where = {k: d for k, d in self.replica_dirs.items() if k[0].topic in topics}
         if not self.replica_bytes:
-            return LogDirReport(future_dirs=future)
+            return LogDirReport(future_dirs=future, replica_dirs=where)
         return LogDirReport(sizes={(tp, b): self.replica_bytes for tp, r in self.replicas.items() for b in r},
-                            future_dirs=future)
+                            future_dirs=future, replica_dirs=where)
 
     def dir_capacity(self, brokers: Collection[int]) -> dict[tuple[int, str], DirCapacity]:
         self.called("dir_capacity")
@@ -146,5 +149,9 @@ class FakeCluster:
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                                ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
         self.called("alter_replica_log_dirs", "alter_replica_log_dirs")
-        self.future_dirs.update(moves)
+        for key, log_dir in moves.items():
+            if self.replica_dirs.get(key) == log_dir:
+                self.future_dirs.pop(key, None)  # to the dir it is in: Kafka drops the copy under way
+            else:
+                self.future_dirs[key] = log_dir
         return dict.fromkeys(moves)

@@ -11,6 +11,7 @@ from kafka_fake import FakeCluster
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, Target
 from kpo.resources.outcomes import Inputs, condition
+from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import (
     TRANSITIONS,
     Intent,
@@ -386,6 +387,35 @@ def test_intra_broker_moves_are_admitted_like_the_others_and_one_under_way_holds
     d = decide(logged, memory, Observation(moving), one_at_a_time)
     assert asked == [[(P1, frozenset({1})), (P2, frozenset({1}))]]
     assert d.phase is Phase.EXECUTING and d.move_dirs == {(P1, 1): "/b1"}
+
+
+def test_stopping_cancels_the_copies_between_log_dirs_and_leaves_the_replicas_where_they_are() -> None:
+    logged = Intent(generation=2, targets={P0: Target((1, 2), ("/b1", "any")), P1: Target((1, 2), ("/b1", "any"))},
+                    stop=True)
+    v = view({P0: (1, 2), P1: (1, 2)})
+    # P0 is being copied into /b1; P1's copy into /c1 is someone else's (the spec names /b1): left alone.
+    copying = ClusterView(brokers=v.brokers, partitions=v.partitions, topics=v.topics, min_insync=v.min_insync,
+                          log_dirs={1: frozenset({"/a1", "/b1", "/c1"})},
+                          replica_dirs={(P0, 1): "/a1", (P1, 1): "/a1"}, future_dirs={(P0, 1): "/b1", (P1, 1): "/c1"})
+    memory = Memory(phase=Phase.EXECUTING, observed_generation=1, originals={P0: (1, 2), P1: (1, 2)})
+    d = decide(logged, memory, Observation(copying))
+    assert (d.phase, d.move_dirs) == (Phase.STOPPING, {(P0, 1): "/a1"})
+    assert "1 cop(ies) between log dirs" in d.message
+    stopped = replace(copying, future_dirs={(P1, 1): "/c1"})
+    d = decide(logged, replace(memory, phase=Phase.STOPPING), Observation(stopped))
+    assert d.phase is Phase.STOPPED and d.move_dirs == {}
+
+
+def test_a_deleted_resource_cancels_its_copies_between_log_dirs() -> None:
+    cluster = FakeCluster({P0: (1, 2)})
+    cluster.replica_dirs = {(P0, 1): "/a1", (P0, 2): "/a2"}
+    cluster.future_dirs = {(P0, 1): "/b1"}
+    holdings = reconciler.Holdings(phase=Phase.EXECUTING, owned={}, targets={P0: (1, 2)},
+                                   journal=reconciler.ThrottleJournal(), originals_recorded=False,
+                                   dir_targets={P0: Target((1, 2), ("/b1", "any"))})
+    events = reconciler.release(holdings, executor_ports(cluster))
+    assert cluster.future_dirs == {}, "the copy is dropped; the replica stays in /a1"
+    assert [e.reason for e in events] == ["Cancelled"] and "between log dirs" in events[0].message
 
 
 # ------------------------------------------------------------------------------------------ a broker down (#12)

@@ -195,6 +195,24 @@ def offline_target_dir(tp: TopicPartition, target: Target, view: ClusterView) ->
     return None
 
 
+ReplicaDirs = Mapping[tuple[TopicPartition, int], str]
+
+
+def dir_copies_to_cancel(targets: Mapping[TopicPartition, Target], future_dirs: ReplicaDirs,
+                         replica_dirs: ReplicaDirs) -> dict[tuple[TopicPartition, int], str]:
+    """The copies between log dirs under way towards a dir ``targets`` name, each with the dir its replica is in:
+    AlterReplicaLogDirs to that dir cancels the copy (the broker drops the future replica; the replica stays)."""
+    found: dict[tuple[TopicPartition, int], str] = {}
+    for (tp, broker), future in future_dirs.items():
+        target = targets.get(tp)
+        if target is None or target.log_dirs is None:
+            continue
+        wanted = dict(zip(target.replicas, target.log_dirs, strict=False))
+        if wanted.get(broker) == future and (current := replica_dirs.get((tp, broker))) is not None:
+            found[(tp, broker)] = current
+    return found
+
+
 def misplaced_dirs(tp: TopicPartition, target: Target, view: ClusterView) -> dict[tuple[TopicPartition, int], str]:
     """Replicas of ``tp`` not in the log dir the target names ("any" names none): replica -> wanted dir."""
     if target.log_dirs is None:

@@ -274,9 +274,10 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
                                                        f"cordons stay; {left_behind(cordoned)}"))
         return left
     memory = memory_of(tick.status, {})
-    targets = {tp: t.replicas for tp, t in targets_of(tick.spec).items()}
+    full = dict(targets_of(tick.spec))
     if tick.spec.plan is not None and (stored := context.proposals.load(tick.namespace, tick.name)):
-        targets = dict(stored[0].targets)
+        full = {tp: Target(r, stored[0].log_dirs.get(tp)) for tp, r in stored[0].targets.items()}
+    targets = {tp: t.replicas for tp, t in full.items()}
     # The ConfigMap's journal is the truth; when a namespace being deleted has removed the ConfigMap already, the
     # status still names what this resource throttled (it is written from the journal every tick).
     recorded_journal = context.rollbacks.load_throttle_record(tick.namespace, tick.name)
@@ -288,7 +289,8 @@ def partitionreassignment_release(tick: Tick) -> list[Event]:
     recorded_cordons = context.rollbacks.load_cordon_record(tick.namespace, tick.name)
     cordons = recorded_cordons if recorded_cordons is not None else cordon_of(tick.status).journal
     holdings = reconciler.Holdings(phase=memory.phase, owned=memory.owned, targets=targets, journal=journal,
-                                   originals_recorded=recorded, cordons=cordons)
+                                   originals_recorded=recorded, cordons=cordons,
+                                   dir_targets={tp: t for tp, t in full.items() if t.log_dirs is not None})
     # Nothing of it is sent by the executor from now on (a send under way ends first): then its moves are listed.
     context.executor(context.cluster_name(tick.spec.cluster_ref)).forget(
         _owner(tick.key, str(tick.body["metadata"].get("creationTimestamp", ""))))

@@ -53,8 +53,9 @@ Phases, and what each transitions to:
   ``stop`` is set, to *Executing* (the waiting moves start), *Succeeded* (all finished meanwhile), *Failed* (only
   refused moves left), *Invalid* (the changed spec cannot be carried out), *Stopping*, *Stopped* or *Reverting*
   (stop). A spec change of ``paused`` alone keeps the targets, so it neither re-targets nor cancels a move.
-- **Stopping** — cancels every move this CR started that is still in flight. Transitions to *Stopped* (``onStop:
-  Keep``: completed partitions stay where they are) or *Reverting* (``onStop: Revert``) once nothing is in flight.
+- **Stopping** — cancels every move this CR started that is still in flight, and every copy between log dirs
+  towards a dir it names (the replica stays in its dir). Transitions to *Stopped* (``onStop: Keep``: completed
+  partitions stay where they are) or *Reverting* (``onStop: Revert``) once nothing is in flight.
 - **Reverting** — moves every partition back to the replicas it had before the CR started (KIP-236), from the
   rollback ConfigMap; partitions whose original replicas are all out of sync, or that would have to move back to a
   broker that is down, are skipped and reported (a partition already back on its original replicas is reverted,
@@ -101,6 +102,7 @@ from kpo.domain.reassignment import (
     Target,
     Targets,
     classify,
+    dir_copies_to_cancel,
     misplaced_dirs,
     offline_target_dir,
     validate,
@@ -302,8 +304,10 @@ def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit
         return Decision(Phase.INVALID, problems[0].reason, summarize(problems),
                         problems=tuple(problems))
     if intent.stop:
-        if _owned_in_flight(memory, view) or (intent.revert_on_stop and memory.originals):
-            return Decision(Phase.STOPPING, "Stopping", "spec.stop is set", cancel=_owned_in_flight(memory, view))
+        copies = dir_copies_to_cancel(intent.targets, view.future_dirs, view.replica_dirs)
+        if _owned_in_flight(memory, view) or copies or (intent.revert_on_stop and memory.originals):
+            return Decision(Phase.STOPPING, "Stopping", "spec.stop is set", cancel=_owned_in_flight(memory, view),
+                            move_dirs=copies)
         return Decision(Phase.STOPPED, "Stopped", "spec.stop is set; nothing is moving")
     classification = classify(intent.targets, memory.owned, view, incremental=intent.incremental)
     conflicts = _conflicts(classification, observed, memory)
@@ -508,9 +512,13 @@ def _stopping(intent: Intent, memory: Memory, observed: Observation, admit: Admi
     # no in-sync replica. Such a move runs on and is reported as skipped (KIP-236).
     unsafe = {tp: reason for tp in mine if (reason := _unsafe_to_cancel(tp, view))} if intent.revert_on_stop else {}
     to_cancel = tuple(tp for tp in mine if tp not in unsafe)
-    if to_cancel:
-        return Decision(Phase.STOPPING, "Stopping", f"cancelling {len(to_cancel)} move(s) in flight (KIP-455)",
-                        cancel=to_cancel, skipped=unsafe)
+    # Copies between log dirs stop too (the replica stays where it is): a stopped resource takes its intra-broker
+    # throttle back, and a copy left running would go on unthrottled.
+    copies = dir_copies_to_cancel(intent.targets, view.future_dirs, view.replica_dirs)
+    if to_cancel or copies:
+        also = f" and {len(copies)} cop(ies) between log dirs" if copies else ""
+        return Decision(Phase.STOPPING, "Stopping", f"cancelling {len(to_cancel)} move(s) in flight (KIP-455){also}",
+                        cancel=to_cancel, skipped=unsafe, move_dirs=copies)
     if intent.revert_on_stop and memory.phase is Phase.STOPPING:
         # Start reverting at once; the next tick, in Reverting, reports Reverted or Failed.
         reverting = _with_memory(memory, phase=Phase.REVERTING, owned={}, failures={})

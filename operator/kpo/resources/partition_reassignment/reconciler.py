@@ -25,7 +25,9 @@ from kpo.domain.reassignment import (
     LOG_DIR_OFFLINE,
     Candidate,
     PartitionStatus,
+    Target,
     changes_replication_factor,
+    dir_copies_to_cancel,
     misplaced_dirs,
     settled,
 )
@@ -543,6 +545,8 @@ class Holdings:
     journal: ThrottleJournal
     originals_recorded: bool
     cordons: CordonJournal = field(default_factory=CordonJournal)
+    #: The targets that name log dirs: copies between a broker's dirs towards them are cancelled too.
+    dir_targets: Mapping[TopicPartition, Target] = field(default_factory=dict)
 
 
 def release(holdings: Holdings, ports: Ports) -> list[Event]:
@@ -555,12 +559,23 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
     """
     if holdings.phase in TERMINAL and not holdings.owned and holdings.journal.empty and holdings.cordons.empty:
         return []  # finished, nothing of its own in flight, no throttle, no cordon: nothing to ask Kafka
-    if not holdings.owned and holdings.journal.empty and holdings.cordons.empty and not holdings.originals_recorded:
+    copying = bool(holdings.dir_targets) and holdings.phase not in TERMINAL
+    if not holdings.owned and holdings.journal.empty and holdings.cordons.empty and not holdings.originals_recorded \
+            and not copying:
         # No move was ever sent: a partition's original replicas are on record before its first move is. So there
         # is nothing to cancel, whether or not Kafka can be reached (or lets kpo log in) right now.
         return []
     kafka, events = ports.kafka, []
     try:
+        if copying:
+            # Copies between log dirs stop with the resource (the replica stays in its dir); left running they would
+            # go on unthrottled once the intra-broker rate below is taken back.
+            report = kafka.log_dirs({tp.topic for tp in holdings.dir_targets}, kafka.brokers())
+            copies = dir_copies_to_cancel(holdings.dir_targets, report.future_dirs, report.replica_dirs)
+            if copies:
+                (ports.move_dirs or kafka.alter_replica_log_dirs)(copies)
+                events.append(Event("Normal", "Cancelled", f"deleted while running: cancelled {len(copies)} "
+                                                           "cop(ies) between log dirs"))
         ongoing = kafka.list_reassignments(set(holdings.owned) | set(holdings.targets))
         mine = [tp for tp, o in ongoing.items() if o.target in (holdings.owned.get(tp), holdings.targets.get(tp))]
         if mine:
