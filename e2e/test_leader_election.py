@@ -232,6 +232,9 @@ def test_a_leader_killed_without_a_word_is_replaced_when_its_lease_expires(pair:
         killed_at = time.monotonic()
         os.kill(_operator_pid(leader), signal.SIGKILL)
         wait_until(lambda: pair.holder() not in ("", dead), 60, "another holder of the Lease")
+        # The watch samples on its own thread: the new holder seen here may not be in its record yet (a CI run left
+        # the block first and found no change recorded).
+        wait_until(lambda: any(h not in ("", dead) for _, h in watch.changes), 5, "the watch to record the change")
     taken_at, holder = next((at, h) for at, h in watch.changes if h not in ("", dead))
     takeover = taken_at - killed_at
     print(f"\nleader {dead} killed (SIGKILL); {holder} held the Lease {takeover:.1f} s later")
