@@ -567,10 +567,11 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
         return []
     kafka, events = ports.kafka, []
     try:
+        live = kafka.brokers()  # one DescribeCluster for the copies, the throttles and the cordons
         if copying:
             # Copies between log dirs stop with the resource (the replica stays in its dir); left running they would
             # go on unthrottled once the intra-broker rate below is taken back.
-            report = kafka.log_dirs({tp.topic for tp in holdings.dir_targets}, kafka.brokers())
+            report = kafka.log_dirs({tp.topic for tp in holdings.dir_targets}, live)
             copies = dir_copies_to_cancel(holdings.dir_targets, report.future_dirs, report.replica_dirs)
             if copies:
                 (ports.move_dirs or kafka.alter_replica_log_dirs)(copies)
@@ -587,12 +588,12 @@ def release(holdings: Holdings, ports: Ports) -> list[Event]:
                                  f"{next(iter(refused.values()))}", delay=30)
             events.append(Event("Normal", "Cancelled", f"deleted while running: cancelled {len(mine)} move(s)"))
         if not holdings.journal.empty:
-            left = ports.remove_throttle(holdings.journal, kafka.brokers())
+            left = ports.remove_throttle(holdings.journal, live)
             if not left.empty:
                 # The journal goes with the ConfigMap once the finalizer lets go: hold on until nothing leaks.
                 raise RetryLater(f"cannot remove every throttle yet: {describe_pending(left)}", delay=10)
         events.extend(cordoning.release(kafka, holdings.cordons, others=ports.others_cordons(),
-                                        save=ports.save_cordon, live_brokers=kafka.brokers()))
+                                        save=ports.save_cordon, live_brokers=live))
     except (KafkaUnavailable, KafkaRequestRefused) as exc:
         raise RetryLater(f"cannot cancel the moves in flight yet: {exc}", delay=5, lost_kafka=True) from exc
     return events
