@@ -57,10 +57,14 @@ class Goal(StrEnum):
     DEMOTE_BROKERS = "DemoteBrokers"
     REMOVE_DISKS = "RemoveDisks"
     REBALANCE_DISKS = "RebalanceDisks"
+    RELIEVE_CAPACITY = "RelieveCapacity"
 
 
 #: Goals that move replicas between the log dirs of their own broker (JBOD), never between brokers.
 DISK_GOALS: Final = frozenset({Goal.REMOVE_DISKS, Goal.REBALANCE_DISKS})
+#: Goals whose snapshot carries every replica's log dir and every dir's capacity: the disk goals, and RelieveCapacity
+#: (which moves replicas between dirs and between brokers).
+DIR_GOALS: Final = DISK_GOALS | {Goal.RELIEVE_CAPACITY}
 
 
 class _Document(BaseModel):
@@ -101,6 +105,9 @@ class PlanRequest(_Document):
       dirs of their brokers, balanced by bytes; no replica changes broker.
     - ``RebalanceDisks``: the bytes on each broker's online dirs (only ``brokers``' when given) are evened out within
       ``tolerance`` of the broker's mean dir, moving as few bytes as it can; no replica changes broker.
+    - ``RelieveCapacity``: every log dir (so every broker) ends at or under ``threshold`` of its file system's capacity
+      (KIP-827's total and usable bytes), moving as few bytes as it can: to another dir of the same broker first, else
+      to a broker of the same rack; ``excludeBrokers`` take nothing.
 
     Topics: ``topics`` and ``topicPattern`` (a Java regular expression matched against the whole name) select; none of
     them means every topic in the snapshot; ``excludeTopics`` and ``excludeTopicPattern`` remove topics from the
@@ -124,6 +131,8 @@ class PlanRequest(_Document):
     rebalance_existing: bool = False
     # RemoveDisks: the log dirs to empty.
     disks: tuple[LogDirRef, ...] = ()
+    # RelieveCapacity: the share of each file system's capacity no dir may stay above.
+    threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _goal_needs(self) -> Self:
@@ -133,6 +142,13 @@ class PlanRequest(_Document):
             raise ValueError(f"'disks' only applies to goal RemoveDisks, not {self.goal.value}")
         if self.goal is Goal.REMOVE_DISKS and self.brokers:
             raise ValueError("goal RemoveDisks names its brokers in 'disks', not in 'brokers'")
+        if self.goal is Goal.RELIEVE_CAPACITY and self.threshold is None:
+            raise ValueError("goal RelieveCapacity needs 'threshold'")
+        if self.goal is not Goal.RELIEVE_CAPACITY and self.threshold is not None:
+            raise ValueError(f"'threshold' only applies to goal RelieveCapacity, not {self.goal.value}")
+        if self.goal is Goal.RELIEVE_CAPACITY and (self.brokers or self.exclude_leaders):
+            raise ValueError("goal RelieveCapacity relieves every broker and keeps the leaders' order: "
+                             "'brokers' and 'excludeLeaders' do not apply")
         if self.goal in DISK_GOALS and (self.exclude_brokers or self.exclude_leaders):
             raise ValueError(f"goal {self.goal.value} moves no replica to another broker and no leadership: "
                              "'excludeBrokers' and 'excludeLeaders' do not apply")
@@ -151,12 +167,22 @@ class PlanRequest(_Document):
         return self
 
 
+class DirSpace(_Document):
+    """A log dir's file system as its broker reports it (DescribeLogDirs v4+, KIP-827): total and usable bytes."""
+
+    log_dir: str = Field(min_length=1)
+    total_bytes: int = Field(gt=0)
+    usable_bytes: int = Field(ge=0)
+
+
 class BrokerInfo(_Document):
     id: int
     rack: str | None = None
     alive: bool = True
     #: The broker's online log dirs (DescribeLogDirs); empty when unknown.
     log_dirs: tuple[str, ...] = ()
+    #: RelieveCapacity: the capacity of each online dir that reports one (none from a broker older than Kafka 3.3).
+    capacity: tuple[DirSpace, ...] = ()
 
 
 class PartitionRecord(_Document):
@@ -243,12 +269,15 @@ class BrokerLoad(_Document):
 
 
 class DirLoad(_Document):
-    """One online log dir of a broker: the bytes and replicas it holds (every topic's, selected or not)."""
+    """One online log dir of a broker: the bytes and replicas it holds (every topic's, selected or not); for
+    RelieveCapacity also its file system's size and the bytes in use on it (what ``df`` shows: Kafka's and others')."""
 
     broker: int
     log_dir: str
     bytes: int
     replicas: int
+    total_bytes: int | None = None
+    used_bytes: int | None = None
 
 
 class Balance(_Document):
