@@ -80,7 +80,7 @@ FULL_STATUS: dict[str, StatusModel] = {
             brokers=[BrokerLoad(id=1, bytes_before=5, bytes_after=3, replicas_before=20, replicas_after=15,
                                 leaders_before=7, leaders_after=5)],
             log_dirs=[LogDirLoad(broker=1, log_dir="/data/a", bytes_before=5, bytes_after=0, replicas_before=2,
-                                 replicas_after=0)],
+                                 replicas_after=0, used_ratio_before=0.9134, used_ratio_after=0.7512)],
         ),
         progress=Progress(total=30, completed=12, in_flight=4, pending=13, failed=1, bytes_moved=2**40,
                           bytes_to_move=9 * 2**40, percent=11, eta_seconds=3600, started_at=T0, elapsed_seconds=1800,

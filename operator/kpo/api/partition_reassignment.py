@@ -98,6 +98,7 @@ class PlanGoal(StrEnum):
     DEMOTE_BROKERS = "DemoteBrokers"
     REMOVE_DISKS = "RemoveDisks"
     REBALANCE_DISKS = "RebalanceDisks"
+    RELIEVE_CAPACITY = "RelieveCapacity"
 
 
 BROKER_GOALS = (PlanGoal.REMOVE_BROKERS, PlanGoal.ADD_BROKERS, PlanGoal.DEMOTE_BROKERS)
@@ -130,7 +131,11 @@ class Plan(ApiModel):
         "balanced by bytes (JBOD: a disk to replace or retire). RebalanceDisks: even out the bytes on the log dirs "
         "of each broker (only brokers', when named) within tolerance, moving as few bytes as it can. The two disk "
         "goals copy replicas between the dirs of one broker (AlterReplicaLogDirs, paced by "
-        "execution.logDirThrottle) and never to another broker; a revert leaves replicas in the dirs they reached.",
+        "execution.logDirThrottle) and never to another broker; a revert leaves replicas in the dirs they reached. "
+        "RelieveCapacity: bring every log dir (so every broker) to or under threshold of its file system's capacity "
+        "(KIP-827: total and usable bytes, Kafka 3.3+), moving as few bytes as it can: to another dir of the same "
+        "broker first, else to a broker of the same rack (excludeBrokers take nothing); when no placement gets "
+        "there, the proposal is the best reachable state (reason ThresholdUnreachable).",
     )
     topics: TopicSet | None = Field(
         default=None,
@@ -191,6 +196,14 @@ class Plan(ApiModel):
         description="ReplicationFactor: also move existing replicas to even out the brokers. Unset or false: only the "
         "new replicas are placed (and replicas a rack holds beyond its share), so the bytes moved are what the new "
         "replicas copy. Forbidden by the other goals.",
+    )
+    threshold: StrictFloat | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="RelieveCapacity: the share of each log dir's file system (KIP-827 total and usable bytes, as "
+        "df shows it: Kafka's bytes and any other) no dir may stay above after the plan, e.g. 0.8. Required by that "
+        "goal, forbidden by the others.",
     )
     tolerance: StrictFloat = Field(
         default=0.10,
@@ -257,7 +270,27 @@ class Plan(ApiModel):
             field_path=".excludeBrokers",
             reason=RuleReason.FORBIDDEN,
         ),
-
+        Rule(
+            cel="self.goal != 'RelieveCapacity' || has(self.threshold)",
+            message="goal RelieveCapacity needs threshold",
+            holds=lambda p: p.goal is not PlanGoal.RELIEVE_CAPACITY or p.threshold is not None,
+            field_path=".threshold",
+            reason=RuleReason.REQUIRED,
+        ),
+        Rule(
+            cel="self.goal == 'RelieveCapacity' || !has(self.threshold)",
+            message="threshold is only used by goal RelieveCapacity",
+            holds=lambda p: p.goal is PlanGoal.RELIEVE_CAPACITY or p.threshold is None,
+            field_path=".threshold",
+            reason=RuleReason.FORBIDDEN,
+        ),
+        Rule(
+            cel="self.goal != 'RelieveCapacity' || !has(self.excludeLeaders) || size(self.excludeLeaders) == 0",
+            message="goal RelieveCapacity keeps the leaders' order: excludeLeaders does not apply",
+            holds=lambda p: p.goal is not PlanGoal.RELIEVE_CAPACITY or not p.exclude_leaders,
+            field_path=".excludeLeaders",
+            reason=RuleReason.FORBIDDEN,
+        ),
         Rule(
             cel="self.goal != 'ReplicationFactor' || has(self.replicationFactor)",
             message="goal ReplicationFactor needs replicationFactor",
@@ -568,7 +601,8 @@ class BrokerLoad(StatusModel):
 
 
 class LogDirLoad(StatusModel):
-    """One online log dir of a broker before and after a disk plan (every topic's replicas in it)."""
+    """One online log dir of a broker before and after a disk plan or RelieveCapacity (every topic's replicas in
+    it)."""
 
     broker: int = Field(ge=0, description="Broker id.")
     log_dir: str = Field(description="The log dir.")
@@ -576,6 +610,18 @@ class LogDirLoad(StatusModel):
     bytes_after: int = Field(default=0, ge=0, description="Bytes in the dir after the moves.")
     replicas_before: int = Field(default=0, ge=0, description="Replicas in the dir now.")
     replicas_after: int = Field(default=0, ge=0, description="Replicas in the dir after the moves.")
+    used_ratio_before: float | None = Field(
+        default=None,
+        ge=0,
+        description="RelieveCapacity: the share of the dir's file system in use now (used over total bytes, KIP-827; "
+        "4 decimals).",
+    )
+    used_ratio_after: float | None = Field(
+        default=None,
+        ge=0,
+        description="RelieveCapacity: the share of the dir's file system in use after the moves, to compare with "
+        "spec.plan.threshold.",
+    )
 
 
 #: status.summary.logDirs lists at most this many dirs.
@@ -626,8 +672,9 @@ class PlanSummary(StatusModel):
     log_dirs: list[LogDirLoad] | None = Field(
         default=None,
         max_length=MAX_SUMMARY_LOG_DIRS,
-        description="Disk goals: every online log dir of the brokers concerned (the first 1000 by broker and dir), "
-        "bytes and replicas before and after.",
+        description="Disk goals and RelieveCapacity: every online log dir of the brokers concerned (the first 1000 "
+        "by broker and dir), bytes and replicas before and after (RelieveCapacity: the share of the file system in "
+        "use, too).",
     )
 
 

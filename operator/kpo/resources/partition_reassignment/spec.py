@@ -78,7 +78,8 @@ def plan_request(spec: PartitionReassignmentSpec) -> PlanRequest:
                        # The API allows a tolerance of 1 (anything goes); the job's contract wants it below 1.
                        tolerance=min(plan.tolerance, 0.999), rack_aware=plan.rack_aware,
                        rebalance_existing=bool(plan.rebalance_existing),
-                       disks=tuple(LogDirRef(broker=d.broker, log_dir=d.log_dir) for d in plan.disks or ()))
+                       disks=tuple(LogDirRef(broker=d.broker, log_dir=d.log_dir) for d in plan.disks or ()),
+                       threshold=plan.threshold)
 
 
 def plan_intent_of(spec: PartitionReassignmentSpec, generation: int) -> PlanIntent:
