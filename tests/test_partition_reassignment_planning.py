@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kpo.domain.model import Broker, ClusterView, OngoingReassignment, PartitionState, TopicPartition
-from kpo.domain.plan_contract import Goal, LogDirRef, PlanRequest
-from kpo.domain.proposal import Proposal
+from kpo.domain.model import Broker, ClusterView, DirCapacity, OngoingReassignment, PartitionState, TopicPartition
+from kpo.domain.plan_contract import Goal, LogDirRef, PlanMetrics, PlanRequest
+from kpo.domain.proposal import Proposal, threshold_unreached
 from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import (
     Job,
@@ -232,3 +232,89 @@ def test_pending_to_invalid_for_a_disk_rebalance_of_a_broker_that_is_not_live() 
     d = decide_planning(Phase.PENDING, intent(request=rebalance), Job(JobStatus.NONE), None, view())
     assert d.phase is Phase.INVALID and [(p.field, p.reason) for p in d.problems] == [
         ("spec.plan.brokers", "UnknownBroker")]
+
+
+# ------------------------------------------------------------------------------------------------ RelieveCapacity
+
+RELIEVE = PlanRequest(goal=Goal.RELIEVE_CAPACITY, threshold=0.8)
+ABOVE = "log dir(s) /b of broker 1 stay above 0.8 of their file system (0.86): the best reachable state"
+
+
+def relieve_metrics(*, reached: bool) -> PlanMetrics:
+    return PlanMetrics(status="ok", goal=Goal.RELIEVE_CAPACITY, band_reached=reached,
+                       message="" if reached else ABOVE)
+
+
+def measured(capacity: dict[tuple[int, str], DirCapacity] | None = None) -> ClusterView:
+    dirs = {1: frozenset({"/a", "/b"}), 2: frozenset({"/a"}), 3: frozenset({"/a"})}
+    full = {(b, d): DirCapacity(1000, 100) for b, ds in dirs.items() for d in ds}
+    return replace(view(), log_dirs=dirs, dir_capacity=full if capacity is None else capacity)
+
+
+def test_pending_to_planning_for_relieve_capacity_when_every_dir_reports_its_capacity() -> None:
+    d = decide_planning(Phase.PENDING, intent(request=RELIEVE), Job(JobStatus.NONE), None, measured())
+    assert d.phase is Phase.PLANNING and d.start_job
+
+
+def test_pending_to_invalid_for_relieve_capacity_when_a_dir_reports_no_capacity() -> None:
+    older = {k: c for k, c in measured().dir_capacity.items() if k != (1, "/b") and k[0] != 3}
+    d = decide_planning(Phase.PENDING, intent(request=RELIEVE), Job(JobStatus.NONE), None, measured(older))
+    assert d.phase is Phase.INVALID and not d.start_job
+    [problem] = d.problems
+    assert (problem.field, problem.reason) == ("spec.plan.goal", "CapacityUnknown")
+    assert "/b of broker 1, /a of broker 3" in problem.message and "broker(s) [1, 3]" in problem.message
+    silent = replace(measured(), log_dirs={1: frozenset({"/a", "/b"}), 2: frozenset({"/a"})})
+    d = decide_planning(Phase.PENDING, intent(request=RELIEVE), Job(JobStatus.NONE), None, silent)
+    assert [p.reason for p in d.problems] == ["CapacityUnknown"] and "broker(s) [3] reported no log dirs" in d.message
+    # The disk goals and the others do not need the capacity.
+    rebalance = PlanRequest(goal=Goal.REBALANCE_DISKS)
+    assert decide_planning(Phase.PENDING, intent(request=rebalance), Job(JobStatus.NONE), None,
+                           measured({})).phase is Phase.PLANNING
+
+
+def test_pending_to_invalid_for_relieve_capacity_when_no_broker_reports_a_log_dir() -> None:
+    d = decide_planning(Phase.PENDING, intent(request=RELIEVE), Job(JobStatus.NONE), None, view())
+    assert d.phase is Phase.INVALID and [(p.field, p.reason) for p in d.problems] == [("spec.plan.goal", "NoLogDirs")]
+
+
+def test_planning_to_proposed_threshold_unreachable_with_the_best_reachable_state() -> None:
+    job = Job(JobStatus.SUCCEEDED, proposal=PROPOSAL, metrics=relieve_metrics(reached=False))
+    d = decide_planning(Phase.PLANNING, intent(request=RELIEVE), job, None, measured())
+    assert d.phase is Phase.PROPOSED and d.reason == "ThresholdUnreachable" and d.awaiting_approval
+    assert d.proposal is PROPOSAL
+    assert d.message.startswith(ABOVE + "; proposal abc123 waits for approval")
+    reached = Job(JobStatus.SUCCEEDED, proposal=PROPOSAL, metrics=relieve_metrics(reached=True))
+    assert decide_planning(Phase.PLANNING, intent(request=RELIEVE), reached, None, measured()).reason == "Proposed"
+
+
+def test_proposed_stays_threshold_unreachable_on_every_tick_from_the_stored_proposal() -> None:
+    stored = replace(PROPOSAL, unreached=ABOVE)
+    d = decide_planning(Phase.PROPOSED, intent(request=RELIEVE), Job(JobStatus.NONE), stored, measured())
+    assert d.phase is Phase.PROPOSED and d.reason == "ThresholdUnreachable" and ABOVE in d.message
+    assert d.events == (), "no transition, so no new Event"
+    approved = decide_planning(Phase.PROPOSED, intent(request=RELIEVE, approved="abc123"), Job(JobStatus.NONE),
+                               stored, measured())
+    assert approved.phase is Phase.EXECUTING
+
+
+def test_planning_to_failed_threshold_unreachable_when_the_best_reachable_state_moves_nothing() -> None:
+    empty = Proposal(id="e", generation=2, targets={}, basis={})
+    job = Job(JobStatus.SUCCEEDED, proposal=empty, metrics=relieve_metrics(reached=False))
+    d = decide_planning(Phase.PLANNING, intent(request=RELIEVE), job, None, measured())
+    assert d.phase is Phase.FAILED and d.reason == "ThresholdUnreachable" and ABOVE in d.message
+    assert d.events[-1].type == "Warning"
+
+
+def test_planning_to_succeeded_when_every_dir_is_already_under_the_threshold() -> None:
+    empty = Proposal(id="e", generation=2, targets={}, basis={})
+    job = Job(JobStatus.SUCCEEDED, proposal=empty, metrics=relieve_metrics(reached=True))
+    d = decide_planning(Phase.PLANNING, intent(request=RELIEVE), job, None, measured())
+    assert d.phase is Phase.SUCCEEDED and d.reason == "NothingToMove"
+
+
+def test_threshold_unreached_only_for_relieve_capacity_short_of_its_threshold() -> None:
+    assert threshold_unreached(Goal.RELIEVE_CAPACITY, relieve_metrics(reached=False)) == ABOVE
+    assert threshold_unreached(Goal.RELIEVE_CAPACITY, relieve_metrics(reached=True)) == ""
+    assert threshold_unreached(Goal.RELIEVE_CAPACITY, None) == ""
+    rebalance = PlanMetrics(status="ok", goal=Goal.REBALANCE, band_reached=False, message="band not reached")
+    assert threshold_unreached(Goal.REBALANCE, rebalance) == ""

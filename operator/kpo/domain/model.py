@@ -142,6 +142,8 @@ class ClusterView:
     # Log dirs per broker, from DescribeLogDirs; and those their broker reports offline (a failed disk).
     log_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     offline_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
+    # The file system of each online log dir that reports one (KIP-827), read only for goal RelieveCapacity.
+    dir_capacity: dict[tuple[int, str], DirCapacity] = field(default_factory=dict)
     topics: frozenset[str] = frozenset()
     # The log dir each replica lives in, and the dir a replica is being moved to (AlterReplicaLogDirs in progress),
     # read only when some target names log dirs.

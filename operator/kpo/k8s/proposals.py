@@ -15,8 +15,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kpo.domain.plan_contract import PlanMetrics, PlanRequest, ReassignmentPlan, plan_of
-from kpo.domain.proposal import Proposal
+from kpo.domain.plan_contract import Goal, PlanMetrics, PlanRequest, ReassignmentPlan, plan_of
+from kpo.domain.proposal import Proposal, threshold_unreached
 from kpo.domain.reassignment import parse_reassignment_document, rollback_document
 from kpo.k8s.rollback import owner_reference
 
@@ -65,6 +65,11 @@ class ProposalStore:
         meta = json.loads(data["proposal.json"])
         plan = ReassignmentPlan.from_json(data["plan.json"])
         basis = parse_reassignment_document(json.loads(data["basis.json"]))
+        request = PlanRequest.model_validate(meta["request"])
+        # RelieveCapacity's best reachable state stays ThresholdUnreachable on every tick: the metrics say so.
+        metrics = PlanMetrics.from_json(data["metrics.json"]) if request.goal is Goal.RELIEVE_CAPACITY \
+            and "metrics.json" in data else None
         proposal = Proposal(id=str(meta["id"]), generation=int(meta["generation"]), targets=plan.targets(),
-                            basis=basis, log_dirs=plan.log_dir_targets())
-        return proposal, PlanRequest.model_validate(meta["request"])
+                            basis=basis, log_dirs=plan.log_dir_targets(),
+                            unreached=threshold_unreached(request.goal, metrics))
+        return proposal, request

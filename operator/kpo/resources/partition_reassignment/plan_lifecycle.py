@@ -18,13 +18,16 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
 - **Pending** transitions to *Invalid* (the request cannot be met on this cluster: unknown or offline brokers, a
   replication factor above the brokers that remain, no topic selected, an internal topic named without
   ``allowInternalTopics``, a replication factor below the current one without ``allowReplicationFactorDecrease``,
-  every live broker demoted or in ``excludeLeaders``),
+  every live broker demoted or in ``excludeLeaders``, RelieveCapacity on brokers that report no dir capacity),
   *Stopped* (``spec.stop``), or *Planning* (the job is started).
 - **Planning** stays while the job runs (and starts it again if the operator restarted and lost it); transitions to
-  *Failed* (the job failed: its own message), *Succeeded* (nothing to move, and no selected partition led by a broker
+  *Failed* (the job failed: its own message; or RelieveCapacity's threshold is unreachable and nothing would move:
+  ``ThresholdUnreachable``), *Succeeded* (nothing to move, and no selected partition led by a broker
   that must lead nothing), *Invalid* (the proposal would do what the spec does not allow, see
   :func:`proposal_problems`) or *Proposed* (also a proposal that changes no list when demoted brokers, or
-  ``excludeLeaders`` with ``electLeadersAfter``, still lead selected partitions: its execution is the election).
+  ``excludeLeaders`` with ``electLeadersAfter``, still lead selected partitions: its execution is the election; and
+  RelieveCapacity's best reachable state when no plan brings every dir under the threshold: ``ThresholdUnreachable``,
+  kept on every tick of Proposed).
 - **Proposed** stays until approved; transitions to *Executing* (approved and the cluster unchanged), *Planning*
   (approved, but the cluster changed since the snapshot), *Invalid* (the spec changed since, and no longer allows
   what the proposal does), or *Stopped*.
@@ -47,7 +50,7 @@ from kpo.domain.model import ClusterView
 from kpo.domain.plan_contract import Goal, PlanRequest
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.problems import Problem
-from kpo.domain.proposal import Proposal
+from kpo.domain.proposal import Proposal, threshold_unreached
 from kpo.domain.reassignment import current_replicas
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Phase
 
@@ -57,6 +60,9 @@ PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
                                Phase.INVALID}),
     Phase.PROPOSED: frozenset({Phase.PROPOSED, Phase.EXECUTING, Phase.PLANNING, Phase.STOPPED, Phase.INVALID}),
 }
+#: RelieveCapacity cannot bring every dir under its threshold: Proposed with the best reachable state, or Failed
+#: when that state moves nothing.
+THRESHOLD_UNREACHABLE = "ThresholdUnreachable"
 
 
 @dataclass(frozen=True)
@@ -199,7 +205,7 @@ def validate_request(request: PlanRequest, view: ClusterView, *, allow_internal:
         problems.append(Problem("spec.plan.excludeBrokers", "NoBrokerLeftToHold",
                                 f"excludeBrokers names every live broker the plan could place replicas on "
                                 f"({remaining}): no broker would be left to take a replica; exclude fewer brokers"))
-    return problems + disk_problems(request, view)
+    return problems + disk_problems(request, view) + capacity_problems(request, view)
 
 
 def disk_problems(request: PlanRequest, view: ClusterView) -> list[Problem]:
@@ -232,6 +238,37 @@ def disk_problems(request: PlanRequest, view: ClusterView) -> list[Problem]:
                                     f"({', '.join(sorted(dirs))}): its replicas would have nowhere to go; to empty "
                                     "the broker, use goal RemoveBrokers"))
     return problems
+
+
+def capacity_problems(request: PlanRequest, view: ClusterView) -> list[Problem]:
+    """RelieveCapacity judges every dir by its file system's size (DescribeLogDirs v4+, KIP-827): a cluster where no
+    live broker reported a log dir gives it nothing to relieve (``NoLogDirs``), and an online dir of a live broker
+    that reports no capacity (a broker older than Kafka 3.3 answers -1), or a live broker whose dirs are unknown (it
+    did not answer DescribeLogDirs), leaves it unable to tell whether that dir is full (``CapacityUnknown``). Both are
+    refused before any job starts, so nothing is half-planned."""
+    if request.goal is not Goal.RELIEVE_CAPACITY:
+        return []
+    live = sorted(view.brokers)
+    if not any(view.log_dirs.get(b) for b in live):
+        return [Problem("spec.plan.goal", "NoLogDirs",
+                        f"no live broker reported a log dir in DescribeLogDirs (live: {live}): goal RelieveCapacity "
+                        "has no dir to measure")]
+    silent = [b for b in live if not view.log_dirs.get(b)]
+    unmeasured = [(b, d) for b in live for d in sorted(view.log_dirs.get(b, ())) if (b, d) not in view.dir_capacity]
+    if not silent and not unmeasured:
+        return []
+    said = []
+    if unmeasured:
+        brokers = sorted({b for b, _ in unmeasured})
+        shown = ", ".join(f"{d} of broker {b}" for b, d in unmeasured[:10]) \
+            + (f" and {len(unmeasured) - 10} more" if len(unmeasured) > 10 else "")
+        said.append(f"log dir(s) {shown} report no capacity (DescribeLogDirs total and usable bytes, KIP-827: "
+                    f"Kafka 3.3 or later; broker(s) {brokers})")
+    if silent:
+        said.append(f"broker(s) {silent} reported no log dirs (DescribeLogDirs unanswered)")
+    return [Problem("spec.plan.goal", "CapacityUnknown",
+                    "; ".join(said) + ": goal RelieveCapacity cannot tell how full their dirs are; upgrade the "
+                    "brokers, or use RebalanceDisks / Rebalance")]
 
 
 def proposal_problems(proposal: Proposal, view: ClusterView, intent: PlanIntent) -> list[Problem]:
@@ -299,6 +336,11 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
             return PlanningDecision(Phase.PLANNING, "Planning", "the planning job is running")
         if job.status is JobStatus.FAILED or job.proposal is None:
             return PlanningDecision(Phase.FAILED, "PlanningFailed", f"the planning job failed: {job.message}")
+        unreached = threshold_unreached(intent.request.goal, job.metrics)
+        if not job.proposal.targets and unreached:
+            # Nothing to approve, yet some dir stays above the threshold: neither a success nor a proposal.
+            return PlanningDecision(Phase.FAILED, THRESHOLD_UNREACHABLE,
+                                    f"{unreached}; no replica move brings any dir closer: nothing to propose")
         if not job.proposal.targets:
             away = leaders_to_move(intent, view)
             if away.elect:
@@ -311,8 +353,7 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
                                     + (f"; {away.describe()}" if away.stuck else ""))
         if problems := proposal_problems(job.proposal, view, intent):
             return _invalid(problems)
-        return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(job.proposal, intent),
-                                proposal=job.proposal, awaiting_approval=not intent.automatic)
+        return _proposed(job.proposal, intent, unreached, awaiting_approval=not intent.automatic)
     # Proposed
     if proposal is None:
         return PlanningDecision(Phase.PLANNING, "ProposalLost",
@@ -320,8 +361,7 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
                                 start_job=True)
     approved = intent.automatic or intent.approved_id == proposal.id
     if not approved:
-        return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(proposal, intent), proposal=proposal,
-                                awaiting_approval=True)
+        return _proposed(proposal, intent, proposal.unreached, awaiting_approval=True)
     if problems := proposal_problems(proposal, view, intent):
         return _invalid(problems)
     reasons = changed_since(proposal, view)
@@ -342,6 +382,17 @@ def leaders_to_move(intent: PlanIntent, view: ClusterView) -> LeadersAway:
         return LeadersAway()
     selected = selected_topics(intent.request, view.topics, allow_internal=intent.allow_internal_topics)
     return leaders_away({tp: s for tp, s in view.partitions.items() if tp.topic in selected}, intent.leaders_away)
+
+
+def _proposed(proposal: Proposal, intent: PlanIntent, unreached: str, *, awaiting_approval: bool) -> PlanningDecision:
+    """Proposed: a plan that meets the goal ("Proposed"), or RelieveCapacity's best reachable state with the dirs it
+    leaves above the threshold (``ThresholdUnreachable``, on every tick: the stored proposal keeps it)."""
+    if unreached:
+        return PlanningDecision(Phase.PROPOSED, THRESHOLD_UNREACHABLE,
+                                f"{unreached}; {_awaiting(proposal, intent)}", proposal=proposal,
+                                awaiting_approval=awaiting_approval)
+    return PlanningDecision(Phase.PROPOSED, "Proposed", _awaiting(proposal, intent), proposal=proposal,
+                            awaiting_approval=awaiting_approval)
 
 
 def _invalid(problems: list[Problem]) -> PlanningDecision:

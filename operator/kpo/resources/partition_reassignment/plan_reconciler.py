@@ -18,7 +18,15 @@ from kpo.domain import conditions as cond
 from kpo.domain.clock import rfc3339
 from kpo.domain.estimate import Estimate
 from kpo.domain.model import ClusterView, PartitionState, TopicPartition
-from kpo.domain.plan_contract import DISK_GOALS, BrokerInfo, PartitionRecord, PlanMetrics, PlanRequest
+from kpo.domain.plan_contract import (
+    DIR_GOALS,
+    BrokerInfo,
+    DirSpace,
+    Goal,
+    PartitionRecord,
+    PlanMetrics,
+    PlanRequest,
+)
 from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.proposal import Proposal
 from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable, topic_names_with
@@ -64,13 +72,20 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = 
     states = kafka.describe_topics(topics)
     dirs = kafka.log_dirs(topics, live)
     ongoing = kafka.list_reassignments()
+    # RelieveCapacity reads each dir's file system (KIP-827); the other goals do not, so they do not ask.
+    capacity = kafka.dir_capacity(live) if request.goal is Goal.RELIEVE_CAPACITY else {}
     view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
-                       log_dirs=dirs.broker_dirs, offline_dirs=dirs.offline_dirs, topics=frozenset(names))
+                       log_dirs=dirs.broker_dirs, offline_dirs=dirs.offline_dirs, dir_capacity=capacity,
+                       topics=frozenset(names))
     known = set(live) | {b for s in states.values() for b in s.replicas}
-    # Log dirs only for the disk goals: the others do not read them, and a big cluster's snapshot stays as small.
-    with_dirs = request.goal in DISK_GOALS
+    # Log dirs only for the goals that place replicas in dirs: the others do not read them, and a big cluster's
+    # snapshot stays as small.
+    with_dirs = request.goal in DIR_GOALS
     brokers = [BrokerInfo(id=b, rack=live[b].rack if b in live else None, alive=b in live,
-                          log_dirs=tuple(sorted(dirs.broker_dirs.get(b, ()))) if with_dirs else ())
+                          log_dirs=tuple(sorted(dirs.broker_dirs.get(b, ()))) if with_dirs else (),
+                          capacity=tuple(DirSpace(log_dir=d, total_bytes=capacity[(b, d)].total,
+                                                  usable_bytes=capacity[(b, d)].usable)
+                                         for d in sorted(dirs.broker_dirs.get(b, ())) if (b, d) in capacity))
                for b in sorted(known)]
     partitions = [PartitionRecord(topic=tp.topic, partition=tp.partition, replicas=s.replicas,
                                   leader=s.leader if s.leader >= 0 else None, isr=s.isr,
@@ -128,5 +143,7 @@ def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:
     return cond.kstatus(ready=decision.phase is Phase.SUCCEEDED,
                         progressing=decision.phase in (Phase.PLANNING, Phase.EXECUTING),
                         stalled=decision.phase in (Phase.FAILED, Phase.INVALID) or decision.awaiting_approval,
-                        reason="AwaitingApproval" if decision.awaiting_approval else decision.reason,
+                        # A reason more telling than Proposed (ThresholdUnreachable) stays, its message says to approve.
+                        reason="AwaitingApproval" if decision.awaiting_approval and decision.reason == "Proposed"
+                        else decision.reason,
                         message=decision.message)

@@ -47,7 +47,7 @@ from kpo.domain.estimate import Estimate
 from kpo.domain.leaders_away import StillLeading
 from kpo.domain.model import ClusterView, KafkaRefusal, Replicas, TopicPartition
 from kpo.domain.pause import ExecutionClock, eta_while_paused
-from kpo.domain.plan_contract import PlanMetrics
+from kpo.domain.plan_contract import DirLoad, PlanMetrics
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Classification, PartitionStatus, Progress, misplaced_dirs, progress
 from kpo.domain.stall import STALLED_CODE, Stall, Watch
@@ -393,6 +393,13 @@ def _whole(seconds: float | None) -> int | None:
     return None if seconds is None else max(0, round(seconds))
 
 
+def _used_ratio(load: DirLoad | None) -> float | None:
+    """The share of a dir's file system in use (RelieveCapacity's metrics carry it), 4 decimals; None without it."""
+    if load is None or load.used_bytes is None or not load.total_bytes:
+        return None
+    return round(max(0, load.used_bytes) / load.total_bytes, 4)
+
+
 def summary_status(metrics: PlanMetrics) -> PlanSummary:
     """``status.summary``: what the proposal changes, broker by broker."""
     before = {b.broker: b for b in metrics.brokers_before}
@@ -405,13 +412,16 @@ def summary_status(metrics: PlanMetrics) -> PlanSummary:
                           leaders_before=before[broker].leaders if broker in before else 0,
                           leaders_after=after[broker].leaders if broker in after else 0)
                for broker in sorted(set(before) | set(after))]
+    dirs_before = {(d.broker, d.log_dir): d for d in metrics.dirs_before}
     dirs_after = {(d.broker, d.log_dir): d for d in metrics.dirs_after}
-    log_dirs = [LogDirLoad(broker=d.broker, log_dir=d.log_dir, bytes_before=d.bytes, replicas_before=d.replicas,
-                           bytes_after=dirs_after[(d.broker, d.log_dir)].bytes if (d.broker, d.log_dir) in dirs_after
-                           else d.bytes,
-                           replicas_after=dirs_after[(d.broker, d.log_dir)].replicas
-                           if (d.broker, d.log_dir) in dirs_after else d.replicas)
-                for d in metrics.dirs_before[:MAX_SUMMARY_LOG_DIRS]]
+    log_dirs = []
+    for key in sorted(dirs_before.keys() | dirs_after.keys())[:MAX_SUMMARY_LOG_DIRS]:
+        # A dir the job did not list after the moves is as it was.
+        was, will = dirs_before.get(key), dirs_after.get(key) or dirs_before.get(key)
+        log_dirs.append(LogDirLoad(broker=key[0], log_dir=key[1],
+                                   bytes_before=was.bytes if was else 0, replicas_before=was.replicas if was else 0,
+                                   bytes_after=will.bytes if will else 0, replicas_after=will.replicas if will else 0,
+                                   used_ratio_before=_used_ratio(was), used_ratio_after=_used_ratio(will)))
     return PlanSummary(partitions=metrics.partitions_changed, replica_moves=metrics.replicas_to_move,
                        bytes_to_move=metrics.bytes_to_move, leader_changes=metrics.leader_changes,
                        lower_bound_bytes=metrics.lower_bound_bytes, offline_partitions=metrics.offline_partitions,
