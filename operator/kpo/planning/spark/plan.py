@@ -38,7 +38,7 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planning.spark import candidate, disks, leaders, moves, quality, storage
+from kpo.planning.spark import candidate, disks, leaders, moves, quality, relieve, storage
 from kpo.planning.spark.cluster import Cluster, PlanError
 from kpo.planning.spark.demote import demote, lead_elsewhere
 from kpo.planning.spark.flow import handovers
@@ -235,6 +235,8 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     partitions = checkpoint(snapshot.partitions)
     if request.goal in DISK_GOALS:
         return _dir_plan(snapshot, partitions, started, clock)
+    if request.goal is Goal.RELIEVE_CAPACITY:
+        return _relief_plan(snapshot, partitions, started, clock)
     cluster = Cluster.of(request, snapshot.brokers, referenced_brokers(partitions))
     log.info("snapshot read: %d brokers take part, racks %s (%.1fs)", len(cluster.eligible),
              "in force" if cluster.rack_mode else "not in force", clock() - started)
@@ -311,6 +313,35 @@ def _dir_plan(snapshot: Snapshot, partitions: DataFrame, started: float, clock: 
              metrics.bytes_to_move, clock() - started)
     return PlanResult(state=partitions, cluster=None, metrics=metrics,
                       lines=disks.dir_plan_lines(partitions, dir_moves))
+
+
+def _relief_plan(snapshot: Snapshot, partitions: DataFrame, started: float, clock: Callable[[], float]
+                 ) -> PlanResult:
+    """RelieveCapacity (:mod:`kpo.planning.spark.relieve`): copies to another dir of the broker or to a broker of the
+    same rack until every dir is under the threshold; the metrics say how far it got when it could not."""
+    request = snapshot.request
+    assert request.threshold is not None
+    selected = selection(request, partitions)
+    relief = relieve.plan_relief(partitions, selected, request, snapshot.brokers)
+    plan_moves = checkpoint(relief.moves)
+    counts = partitions.agg(F.count("*").alias("all"), F.sum(F.when(selected, 1).otherwise(0)).alias("chosen")).first()
+    moved = plan_moves.agg(F.count("*").alias("replicas"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+                           F.countDistinct("topic", "partition").alias("partitions")).first()
+    assert counts is not None and moved is not None
+    reached, message = relieve.report(relief.before, relief.after, request.threshold)
+    metrics = PlanMetrics(
+        status=STATUS_OK, message=message, goal=request.goal, tolerance=request.tolerance,
+        partitions=int(counts["all"]), partitions_selected=int(counts["chosen"] or 0),
+        partitions_changed=int(moved["partitions"]), replicas_to_move=int(moved["replicas"]),
+        bytes_to_move=int(moved["bytes"]), lower_bound_bytes=relieve.least_bytes(relief.before, request.threshold),
+        band_reached=reached, rack_aware=request.rack_aware, rounds=relief.rounds,
+        dirs_before=relieve.dir_loads(relief.before, disks.replica_dirs(partitions, selected)),
+        dirs_after=relieve.dir_loads(relief.after, relieve.replicas_after(partitions, selected, plan_moves)),
+        planning_seconds=round(clock() - started, 3))
+    log.info("relief plan: %d replica(s), %d bytes in %d round(s), threshold %s (%.1fs)", metrics.replicas_to_move,
+             metrics.bytes_to_move, relief.rounds, "met" if reached else "not met", clock() - started)
+    return PlanResult(state=partitions, cluster=None, metrics=metrics,
+                      lines=relieve.relief_plan_lines(partitions, plan_moves))
 
 
 def _greedy_instead(run: _Rounds, initial: DataFrame) -> bool:
