@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from kpo.domain.estimate import dir_estimate, estimate, planned_moves
+from kpo.domain.estimate import Estimate, combined_estimate, dir_estimate, estimate, planned_moves, split_moves
 from kpo.domain.model import Broker, ClusterView, PartitionState, TopicPartition
 from kpo.domain.refill import RefillPolicy
 from kpo.domain.scheduling import Execution, Limits, Move, Owner
@@ -87,3 +87,26 @@ def test_copies_between_log_dirs_take_the_busiest_brokers_bytes_over_the_intra_b
     unknown = dir_estimate(copies, sizes, None)
     assert unknown.seconds is None and "logDirThrottle" in unknown.note
     assert dir_estimate({}, sizes, None).seconds == 0.0
+
+
+def test_a_mixed_proposal_splits_into_reassignments_copies_between_dirs_and_landing_replicas() -> None:
+    t0, t1, t2 = (TopicPartition("orders", p) for p in range(3))
+    targets = {t0: (1, 2), t1: (3, 2), t2: (1, 3)}
+    basis = {t0: (1, 2), t1: (1, 2), t2: (1, 2)}
+    log_dirs = {t0: ("/b", "any"), t1: ("/a", "/c"), t2: ("any", "any")}
+    split = split_moves(targets, basis, log_dirs)
+    assert split.reassigned == {t1: (3, 2), t2: (1, 3)}
+    assert split.dir_copies == {(t0, 1): "/b", (t1, 2): "/c"}
+    assert split.landing == {(t1, 3): "/a"}
+    # A disk plan: nothing reassigned, every named dir a copy within the broker.
+    disks = split_moves({t0: (1, 2)}, {t0: (1, 2)}, {t0: ("/b", "/c")})
+    assert disks.reassigned == {} and disks.landing == {} and set(disks.dir_copies) == {(t0, 1), (t0, 2)}
+
+
+def test_a_mixed_estimate_adds_the_two_times_and_takes_the_longer_bytes_at_throttle() -> None:
+    replicas, dirs = Estimate(100.0, 80.0, "at 1000 B/s"), Estimate(30.0, 30.0, "at logDirThrottle")
+    both = combined_estimate(replicas, dirs, landing=2)
+    assert (both.seconds, both.at_throttle_seconds) == (130.0, 80.0)
+    assert "between brokers: at 1000 B/s" in both.note and "2 new replica(s) with a named dir" in both.note
+    unknown = combined_estimate(replicas, Estimate(None, None, "no estimate without execution.logDirThrottle"))
+    assert unknown.seconds is None and unknown.at_throttle_seconds is None and "logDirThrottle" in unknown.note

@@ -206,3 +206,45 @@ def dir_estimate(moves: Mapping[tuple[TopicPartition, int], str], sizes: Mapping
     seconds = per_broker[busiest] / rate
     return Estimate(seconds, seconds, f"copies between log dirs at execution.logDirThrottle; broker {busiest} copies "
                     f"the most ({per_broker[busiest]} bytes); writes meanwhile not counted")
+
+
+@dataclass(frozen=True)
+class MixedMoves:
+    """A proposal that moves replicas between brokers and between the dirs of a broker (RelieveCapacity): the
+    partitions whose replica list changes (Kafka's reassignment, at execution.throttle), the copies of replicas that
+    stay on their broker into a dir the plan names (AlterReplicaLogDirs, at execution.logDirThrottle), and the new
+    replicas the plan gives a dir: they land where their broker puts them, then move to that dir if it is another."""
+
+    reassigned: dict[TopicPartition, Replicas]
+    dir_copies: dict[tuple[TopicPartition, int], str]
+    landing: dict[tuple[TopicPartition, int], str]
+
+
+def split_moves(targets: Mapping[TopicPartition, Replicas], basis: Mapping[TopicPartition, Replicas],
+                log_dirs: Mapping[TopicPartition, tuple[str, ...]]) -> MixedMoves:
+    """Split a proposal's targets (and the dirs they name) into reassignments, copies between dirs and new replicas
+    with a named dir (see :class:`MixedMoves`)."""
+    reassigned = {tp: tuple(r) for tp, r in targets.items() if tuple(r) != tuple(basis.get(tp, r))}
+    dir_copies: dict[tuple[TopicPartition, int], str] = {}
+    landing: dict[tuple[TopicPartition, int], str] = {}
+    for tp, dirs in log_dirs.items():
+        before = set(basis.get(tp, targets.get(tp, ())))
+        for broker, wanted in zip(targets.get(tp, ()), dirs, strict=False):
+            if wanted != "any":
+                (dir_copies if broker in before else landing)[(tp, broker)] = wanted
+    return MixedMoves(reassigned, dir_copies, landing)
+
+
+def combined_estimate(replicas: Estimate, dirs: Estimate, *, landing: int = 0) -> Estimate:
+    """Reassignments and copies between dirs of one proposal: they share the move limits (maxMoves), and a new
+    replica's copy into its named dir follows its reassignment, so the time stated is the sum (the two may overlap:
+    Kafka copies between brokers and within a broker side by side); the bytes at the throttles, the longer of the
+    two (the two throttles are separate)."""
+    note = f"between brokers: {replicas.note}; between the dirs of a broker: {dirs.note}"
+    if landing:
+        note += (f"; {landing} new replica(s) with a named dir: where their broker puts them elsewhere, they copy once "
+                 "more between its dirs, not counted")
+    seconds = None if replicas.seconds is None or dirs.seconds is None else replicas.seconds + dirs.seconds
+    at_throttle = None if replicas.at_throttle_seconds is None or dirs.at_throttle_seconds is None \
+        else max(replicas.at_throttle_seconds, dirs.at_throttle_seconds)
+    return Estimate(seconds, at_throttle, note, replicas.burst)

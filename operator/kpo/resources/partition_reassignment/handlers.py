@@ -27,7 +27,7 @@ from kpo.domain.claims import Claim, claimed_by_others, move_holders
 from kpo.domain.clock import parse_rfc3339, utcnow
 from kpo.domain.conditions import Event
 from kpo.domain.cordon import CordonJournal, left_behind
-from kpo.domain.estimate import Estimate, dir_estimate, estimate, planned_moves
+from kpo.domain.estimate import Estimate, combined_estimate, dir_estimate, estimate, planned_moves, split_moves
 from kpo.domain.model import ClusterView, Replicas, TopicPartition
 from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Target
@@ -210,15 +210,23 @@ def _estimating(tick: Tick) -> plan_reconciler.Estimating:
     incremental = tick.spec.execution.strategy.value == "Incremental"
     policy = _watching(context).policy
 
-    def estimating(proposal: Proposal, view: ClusterView) -> Estimate:
-        if proposal.log_dirs:
-            copies = {(tp, broker): d for tp, dirs in proposal.log_dirs.items()
-                      for broker, d in zip(proposal.targets[tp], dirs, strict=False) if d != "any"}
-            rate = tick.spec.execution.log_dir_throttle
-            return dir_estimate(copies, view.replica_sizes, float(rate) if rate else None)
-        moves = planned_moves(proposal.targets, proposal.basis, view, owner)
+    def replicas_estimate(targets: Mapping[TopicPartition, Replicas], proposal: Proposal,
+                          view: ClusterView) -> Estimate:
+        moves = planned_moves(targets, proposal.basis, view, owner)
         return estimate(moves, execution_of(tick.spec), poll_interval=context.config.poll_interval_seconds,
                         incremental=incremental, config=config, refill=policy)
+
+    def estimating(proposal: Proposal, view: ClusterView) -> Estimate:
+        if not proposal.log_dirs:
+            return replicas_estimate(proposal.targets, proposal, view)
+        # Copies between the dirs of a broker (the disk goals), with reassignments beside them (RelieveCapacity).
+        split = split_moves(proposal.targets, proposal.basis, proposal.log_dirs)
+        rate = tick.spec.execution.log_dir_throttle
+        dirs = dir_estimate(split.dir_copies, view.replica_sizes, float(rate) if rate else None)
+        if not split.reassigned:
+            return dirs
+        return combined_estimate(replicas_estimate(split.reassigned, proposal, view), dirs,
+                                 landing=len(split.landing))
 
     return estimating
 
