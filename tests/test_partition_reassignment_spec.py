@@ -44,3 +44,9 @@ def test_the_brokers_that_must_lead_nothing_are_the_demoted_ones_and_excluded_le
         {"partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2]}],
          "execution": {"electLeadersAfter": True}})
     assert intent_of(explicit, 1).leaders_away == frozenset()
+
+
+def test_relieve_capacity_hands_its_threshold_and_excluded_brokers_to_the_planning_job() -> None:
+    relieve = plan_request(spec({"goal": "RelieveCapacity", "threshold": 0.8, "excludeBrokers": [4]}))
+    assert (relieve.goal, relieve.threshold, relieve.exclude_brokers) == (Goal.RELIEVE_CAPACITY, 0.8, (4,))
+    assert plan_request(spec({"goal": "Rebalance"})).threshold is None
