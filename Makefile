@@ -112,6 +112,10 @@ bench: venv provision
 bench-disks: venv
 	$(PY) -m bench.planner.disks --results bench/planner/RESULTS.md
 
+.PHONY: bench-relieve
+bench-relieve: venv
+	$(PY) -m bench.planner.relieve --results bench/planner/RESULTS.md
+
 .PHONY: crds
 crds: venv
 	$(PY) -m kpo.api crds

@@ -1,0 +1,176 @@
+"""RelieveCapacity on real file systems (issue 30): a cluster of this module's own whose six log dirs (two per broker)
+are each a tmpfs of 48 MiB, so the capacity Kafka reports in DescribeLogDirs (KIP-827: total and usable bytes) is the
+capacity of one small disk per dir, and filling a topic moves it.
+
+Broker 1 holds eight single-replica partitions of about 7 MB, four in each of its dirs: both dirs above half full.
+A threshold out of reach (10 %: no replica fits under it anywhere) ends Failed with ThresholdUnreachable and moves
+nothing; a threshold of 50 % is proposed, approved and carried out, and judged with Kafka's view: every dir's use in
+DescribeLogDirs at or under half, the moved replicas where DescribeTopics and DescribeLogDirs say they are. Racks are
+not in force here (every broker has a rack of its own, and ``rackAware: false``), so broker 1 may send to 2 and 3.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient
+from kafka.structs import TopicPartitionReplica
+from kubernetes import client
+
+from e2e.kafka_support import create_topic, wait_for
+from e2e.kube_support import Resources
+from e2e.own_cluster_support import KPR, operator_for
+from e2e.reassignment_support import fill
+from kafka import KafkaAdminClient
+from kpo_testbed import Testbed, procs
+from kpo_testbed.kafka import KafkaCluster
+from kpo_testbed.paths import cache_root, read_versions
+
+PREFIX = f"e2e-relieve-{uuid.uuid4().hex[:6]}"
+SIZE = "48m"
+PARTITIONS = 8
+MESSAGES = 700  # x 10 kB: about 7 MB a partition, 28 MB a dir of 48 MiB (58 %)
+
+
+@pytest.fixture(scope="module")
+def small_disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """3 KRaft nodes on the bed's Kafka, every log dir a tmpfs of its own; deleted logs go after a second (not the
+    default minute), so a dir's use drops soon after a replica left it."""
+    libs = cache_root() / f"kafka-{read_versions()['KAFKA_VERSION']}" / "libs"
+    cluster = KafkaCluster.on_free_ports(tmp_path_factory.mktemp("kafka-relieve"), libs)
+    cluster.extra_properties.update({"file.delete.delay.ms": "1000", "log.segment.bytes": str(4 * 1024 * 1024)})
+    cluster.write_config()
+    mounted, records = [], []
+    try:
+        for node in cluster.nodes:
+            for log_dir in cluster.log_dirs(node.node_id):
+                log_dir.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(log_dir)], check=True)
+                mounted.append(log_dir)
+        cluster.format_storage()
+        records = [cluster.start_node(n.node_id) for n in cluster.nodes]
+        cluster.wait_healthy()
+        yield cluster
+    finally:
+        procs.stop_all(records)
+        for log_dir in mounted:
+            subprocess.run(["umount", "-l", str(log_dir)], check=False)
+
+
+@pytest.fixture(scope="module")
+def relieve_resources(kpo_crds: None, testbed: Testbed, api_client: client.ApiClient, small_disks: KafkaCluster,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resources]:
+    with operator_for(api_client, testbed.state.kube.kubeconfig, small_disks.bootstrap_servers, PREFIX,
+                      tmp_path_factory.mktemp("relieve-operator")) as resources:
+        yield resources
+
+
+def dir_use(kp: KafkaAdminClient) -> dict[tuple[int, str], float]:
+    """Kafka's view of each log dir's file system: (total - usable) / total, from DescribeLogDirs v4."""
+    found = {}
+    for broker in (1, 2, 3):
+        for answer in kp.describe_log_dirs(brokers=[broker]):
+            for d in answer["log_dirs"]:
+                found[(broker, d["log_dir"])] = (d["total_bytes"] - d["usable_bytes"]) / d["total_bytes"]
+    return found
+
+
+def replica_dir(kp: KafkaAdminClient, topic: str, broker: int) -> dict[int, str]:
+    """Where DescribeLogDirs finds each of ``topic``'s replicas on ``broker`` (future replicas apart)."""
+    return {int(p["partition_index"]): d["log_dir"] for answer in kp.describe_log_dirs([topic], brokers=[broker])
+            for d in answer["log_dirs"] for t in d.get("topics", []) if t["name"] == topic
+            for p in t["partitions"] if not p.get("is_future_key")}
+
+
+def replicas(admin: AdminClient, topic: str) -> dict[int, list[int]]:
+    described: Any = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    return {p.id: [r.id for r in p.replicas] for p in described.partitions}
+
+
+@pytest.fixture(scope="module")
+def full_broker(small_disks: KafkaCluster) -> Iterator[tuple[str, KafkaAdminClient, AdminClient]]:
+    """Broker 1 with both dirs above half full: partitions 0-3 in its first dir, 4-7 in its second."""
+    cluster = small_disks
+    topic = f"full-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    first, second = (str(d) for d in cluster.log_dirs(1))
+    try:
+        create_topic(admin, topic, PARTITIONS, assignment=[[1]] * PARTITIONS)
+        wanted = {p: first if p < PARTITIONS // 2 else second for p in range(PARTITIONS)}
+        kp.alter_replica_log_dirs({TopicPartitionReplica(topic, p, 1): d for p, d in wanted.items()})
+        wait_for(lambda: replica_dir(kp, topic, 1) == wanted, 60, "the empty replicas in their dirs")
+        fill(cluster.bootstrap_servers, topic, list(range(PARTITIONS)), messages=MESSAGES)
+        yield topic, kp, admin
+    finally:
+        kp.close()
+
+
+def test_a_threshold_no_placement_meets_fails_naming_the_dirs_and_moves_nothing(
+        full_broker: tuple[str, KafkaAdminClient, AdminClient], relieve_resources: Resources) -> None:
+    topic, kp, admin = full_broker
+    before = replica_dir(kp, topic, 1)
+    relieve_resources.create(KPR, "out-of-reach", {"plan": {"goal": "RelieveCapacity", "threshold": 0.1,
+                                                            "rackAware": False, "topics": [topic]}})
+    status = relieve_resources.wait_phase(KPR, "out-of-reach", {"Failed", "Proposed", "Succeeded", "Invalid"},
+                                          timeout=300)
+    assert status["phase"] == "Failed", status
+    ready = relieve_resources.condition(KPR, "out-of-reach", "Ready")
+    assert ready is not None and ready["reason"] == "ThresholdUnreachable", ready
+    assert "best reachable state: log dirs still above 10% of capacity" in ready["message"]
+    assert "of broker 1 at " in ready["message"]
+    warnings = [e.reason for e in relieve_resources.events("out-of-reach") if e.type == "Warning"]
+    assert warnings == ["ThresholdUnreachable"], warnings
+    assert replica_dir(kp, topic, 1) == before and set(map(tuple, replicas(admin, topic).values())) == {(1,)}
+    relieve_resources.delete(KPR, "out-of-reach")
+
+
+def test_relieve_capacity_brings_every_dir_under_the_threshold_as_kafka_reports_it(
+        full_broker: tuple[str, KafkaAdminClient, AdminClient], relieve_resources: Resources) -> None:
+    topic, kp, admin = full_broker
+    use = dir_use(kp)
+    ours = {key: share for key, share in use.items() if key[0] == 1}
+    assert all(share > 0.5 for share in ours.values()), use
+
+    relieve_resources.create(KPR, "relieve", {"plan": {"goal": "RelieveCapacity", "threshold": 0.5,
+                                                       "rackAware": False, "topics": [topic]},
+                                              "execution": {"maxMoves": 2}})
+    status = relieve_resources.wait_phase(KPR, "relieve", {"Proposed", "Failed", "Invalid"}, timeout=300)
+    assert status["phase"] == "Proposed", status
+    summary, proposal = status["summary"], status["proposal"]
+    dirs = {(d["broker"], d["logDir"]): d for d in summary["logDirs"]}
+    for key in ours:
+        assert dirs[key]["usedRatioBefore"] > 0.5 >= dirs[key]["usedRatioAfter"], dirs[key]
+    # Each of broker 1's dirs sheds one replica of ~7 MB (the smallest one that covers its excess), to broker 2 or 3.
+    assert summary["replicaMoves"] == 2 and summary["bytesToMove"] == proposal["bytesToMove"] > 10_000_000
+
+    relieve_resources.patch_spec(KPR, "relieve", {"approval": {"proposalId": proposal["id"]}})
+    status = relieve_resources.wait_phase(KPR, "relieve", {"Succeeded", "Failed", "Invalid"}, timeout=300)
+    assert status["phase"] == "Succeeded", status
+
+    # Kafka's view: two partitions left broker 1 for brokers 2 and 3, each in the dir the plan named.
+    placed = replicas(admin, topic)
+    moved = {p: r for p, r in placed.items() if r != [1]}
+    assert len(moved) == 2 and all(r in ([2], [3]) for r in moved.values()), placed
+    plan_dirs = {int(d["partition"]): d for d in _plan_entries(relieve_resources, status)}
+    for p, (broker,) in moved.items():
+        assert replica_dir(kp, topic, broker)[p] == plan_dirs[p]["log_dirs"][0]
+
+    def all_under() -> bool:
+        return all(share <= 0.5 for share in dir_use(kp).values())
+
+    wait_for(all_under, 60, "every dir's use at or under 50% in DescribeLogDirs (deleted logs go after 1 s)")
+
+
+def _plan_entries(resources: Resources, status: dict[str, Any]) -> list[dict[str, Any]]:
+    """The proposal's plan.json entries, from the proposal ConfigMap kpo wrote."""
+    data = resources.config_map(status["proposal"]["configMap"])
+    assert data is not None, status["proposal"]
+    entries: list[dict[str, Any]] = json.loads(data["plan.json"])["partitions"]
+    return entries
