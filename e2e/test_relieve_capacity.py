@@ -15,6 +15,7 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,11 +64,16 @@ def small_disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClust
             subprocess.run(["umount", "-l", str(log_dir)], check=False)
 
 
+OPERATOR_FOLDER: list[Path] = []
+
+
 @pytest.fixture(scope="module")
 def relieve_resources(kpo_crds: None, testbed: Testbed, api_client: client.ApiClient, small_disks: KafkaCluster,
                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resources]:
+    folder = tmp_path_factory.mktemp("relieve-operator")
+    OPERATOR_FOLDER.append(folder)
     with operator_for(api_client, testbed.state.kube.kubeconfig, small_disks.bootstrap_servers, PREFIX,
-                      tmp_path_factory.mktemp("relieve-operator")) as resources:
+                      folder) as resources:
         yield resources
 
 
@@ -161,6 +167,10 @@ def test_relieve_capacity_brings_every_dir_under_the_threshold_as_kafka_reports_
     plan_dirs = {int(d["partition"]): d for d in _plan_entries(relieve_resources, status)}
     for p, (broker,) in moved.items():
         assert replica_dir(kp, topic, broker)[p] == plan_dirs[p]["log_dirs"][0]
+    # Created in that dir (told to the broker before the move, as kafka-reassign-partitions does), not copied there
+    # after: the operator never asked for a move between dirs.
+    log = (OPERATOR_FOLDER[-1] / "operator.log").read_text()
+    assert "replica(s) between log dirs" not in log, [line for line in log.splitlines() if "log dirs" in line]
 
     def all_under() -> bool:
         return all(share <= 0.5 for share in dir_use(kp).values())

@@ -42,6 +42,9 @@ class FakeCluster:
         self.future_dirs: dict[tuple[TopicPartition, int], str] = {}
         #: The dir each replica is in, where a test says so: (partition, broker) -> dir.
         self.replica_dirs: dict[tuple[TopicPartition, int], str] = {}
+        # AlterReplicaLogDirs for a replica its broker does not have yet: Kafka remembers the dir and creates the
+        # replica there when a move brings it (LogManager.maybeUpdatePreferredLogDir).
+        self.preferred_dirs: dict[tuple[TopicPartition, int], str] = {}
 
     #: True: every call fails as a lost connection does.
     down = False
@@ -58,6 +61,10 @@ class FakeCluster:
         return target + tuple(b for b in self.replicas[tp] if b not in target)
 
     def finish_moves(self) -> None:
+        for tp, target in self.moving.items():
+            for broker in set(target) - set(self.replicas[tp]):
+                if (log_dir := self.preferred_dirs.pop((tp, broker), None)) is not None:
+                    self.replica_dirs[(tp, broker)] = log_dir
         self.replicas.update(self.moving)
         self.moving.clear()
 
@@ -149,9 +156,14 @@ class FakeCluster:
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                                ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:
         self.called("alter_replica_log_dirs", "alter_replica_log_dirs")
+        answers: dict[tuple[TopicPartition, int], KafkaRefusal | None] = {}
         for key, log_dir in moves.items():
-            if self.replica_dirs.get(key) == log_dir:
+            if key[1] not in self.replicas.get(key[0], ()):
+                self.preferred_dirs[key] = log_dir
+                answers[key] = KafkaRefusal("REPLICA_NOT_AVAILABLE", "the replica does not exist yet", retriable=True)
+            elif self.replica_dirs.get(key) == log_dir:
                 self.future_dirs.pop(key, None)  # to the dir it is in: Kafka drops the copy under way
             else:
                 self.future_dirs[key] = log_dir
-        return dict.fromkeys(moves)
+            answers.setdefault(key, None)
+        return answers

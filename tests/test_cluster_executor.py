@@ -383,3 +383,19 @@ def test_the_refill_loop_never_sends_an_intra_broker_move() -> None:
     assert executor.admit(owner(1), Execution(), [copy, into_broker_4(tps[1], 1)], {}) == []
     # The refill loop may send the reassignment when the slot frees, never the dir move (its tick sends that).
     assert executor.waiting(owner(1)) == {tps[1]: (1, 2)}
+
+
+def test_a_new_replica_is_told_its_dir_before_the_move_so_it_is_created_there() -> None:
+    tp = partitions(1)[0]
+    cluster = FakeCluster({tp: (1, 2)})
+    executor = executor_for(cluster, ONE_INTO_EACH_BROKER)
+    executor.looks.after(time.monotonic())
+    move = Candidate(tp, current=(1, 2), target=(1, 4), size_bytes=100, leader=1, position=0,
+                     new_dirs=((4, "/data-b"),))
+    assert executor.admit(owner(1), Execution(), [move], {}) == [tp]
+    executor.send(owner(1), {tp: (1, 4)})
+    # AlterReplicaLogDirs went first (Kafka: no such replica yet, the dir remembered), then the reassignment.
+    assert [c for c in cluster.calls if c in ("alter_replica_log_dirs", "alter_reassignments")] == [
+        "alter_replica_log_dirs", "alter_reassignments"]
+    cluster.finish_moves()
+    assert cluster.replica_dirs[(tp, 4)] == "/data-b"

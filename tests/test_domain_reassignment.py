@@ -248,3 +248,12 @@ def test_write_rates_come_from_size_growth_and_never_go_negative() -> None:
     assert rates.observe({P0: 3000, P1: 4000}, now=102.0) == {P0: 1000.0, P1: 0.0}
     # Observations closer than a second apart do not reset the baseline.
     assert rates.observe({P0: 3100, P1: 4000}, now=102.5) == {P0: 1000.0, P1: 0.0}
+
+
+def test_the_dirs_of_new_replicas_are_those_the_target_names_for_brokers_the_step_adds() -> None:
+    from kpo.domain.reassignment import Target, new_replica_dirs
+
+    target = Target((4, 2, 5), ("/b", "/a", "any"))
+    assert new_replica_dirs(target, (4, 2, 5), (1, 2, 3)) == ((4, "/b"),)
+    assert new_replica_dirs(target, (1, 2, 5), (1, 2, 3)) == (), "a step that adds only broker 5, named 'any'"
+    assert new_replica_dirs(Target((4, 2)), (4, 2), (1, 2)) == (), "no dirs named"

@@ -168,6 +168,9 @@ class Candidate:
     write_rate: float = 0.0  # bytes/s written to the partition: a move must out-run it to catch up
     #: Brokers to copy a replica between their own log dirs (current == target): an intra-broker move.
     dir_brokers: frozenset[int] = frozenset()
+    #: The log dir the spec names for each new replica of ``target`` (broker, dir): told to its broker just before
+    #: the move, so the replica is created there rather than copied again afterwards.
+    new_dirs: tuple[tuple[int, str], ...] = ()
 
 
 class PartitionStatus(Enum):
@@ -211,6 +214,18 @@ def dir_copies_to_cancel(targets: Mapping[TopicPartition, Target], future_dirs: 
         if wanted.get(broker) == future and (current := replica_dirs.get((tp, broker))) is not None:
             found[(tp, broker)] = current
     return found
+
+
+def new_replica_dirs(target: Target, step: Replicas, current: Replicas) -> tuple[tuple[int, str], ...]:
+    """The dirs ``target`` names for the replicas ``step`` creates (brokers of ``step`` not in ``current``).
+
+    kafka-reassign-partitions sends AlterReplicaLogDirs for such a replica before the reassignment: the broker
+    answers that it has no such replica yet, and remembers the dir, in which it then creates the replica (Kafka's
+    LogManager.maybeUpdatePreferredLogDir). Without it the broker picks a dir and kpo copies the replica again."""
+    if target.log_dirs is None:
+        return ()
+    named = dict(zip(target.replicas, target.log_dirs, strict=False))
+    return tuple((b, named[b]) for b in step if b not in current and named.get(b, "any") != "any")
 
 
 def misplaced_dirs(tp: TopicPartition, target: Target, view: ClusterView) -> dict[tuple[TopicPartition, int], str]:

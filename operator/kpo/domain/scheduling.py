@@ -172,6 +172,8 @@ class Move:
     #: Brokers that copy a replica of the partition between their own log dirs (AlterReplicaLogDirs, JBOD). Such a
     #: copy loads the broker's disks, not the network: it touches the broker and counts as a move, with no flow.
     dir_brokers: frozenset[int] = frozenset()
+    #: The dir each new replica is to be created in (broker, dir), told to the broker before the move is sent.
+    new_dirs: tuple[tuple[int, str], ...] = ()
 
     # Derived sets are cached on the instance: the scheduler asks for them many times per call. They are not fields,
     # so equality and hashing still only look at what the move is.

@@ -39,7 +39,7 @@ from kpo.domain.scheduling import Execution, Move, Owner, SchedulerConfig, moves
 from kpo.execution.ledger import ThrottleLedger, ThrottleRecord
 from kpo.execution.observation import Look, SharedLooks
 from kpo.execution.rates import WriteRates
-from kpo.kafka.admin import KafkaAdmin, KafkaUnavailable
+from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class ClusterExecutor:
         the tick ends without sending it), so the next admission, of any resource, counts it as in flight."""
         moves = [Move(owner=owner, partition=c.partition, current=c.current, target=c.target,
                       size_bytes=c.size_bytes, position=c.position, leader=c.leader, write_rate=c.write_rate,
-                      dir_brokers=c.dir_brokers)
+                      dir_brokers=c.dir_brokers, new_dirs=c.new_dirs)
                  for c in candidates]
         now = self._clock()
         look = self.looks.latest
@@ -285,6 +285,7 @@ class ClusterExecutor:
         if not targets:
             return {}
         kafka = self.kafka()
+        self._name_new_dirs(kafka, targets)
         try:
             answers = kafka.alter_reassignments(
                 targets, allow_replication_factor_change=allow_replication_factor_change)
@@ -312,6 +313,21 @@ class ClusterExecutor:
                 else:
                     self._reserved.pop(tp, None)
         return answers
+
+    def _name_new_dirs(self, kafka: KafkaAdmin, targets: Mapping[TopicPartition, Replicas | None]) -> None:
+        """Tell the brokers the dir of each new replica the moves about to be sent create, where the spec names one
+        (:func:`kpo.domain.reassignment.new_replica_dirs`). A hint: Kafka answers that the replica does not exist
+        yet, and a refusal or an outage only means one more copy between dirs after the move."""
+        with self._lock:
+            hints = {(tp, broker): log_dir for tp, target in targets.items() if target is not None
+                     if (reservation := self._reserved.get(tp)) is not None
+                     for broker, log_dir in reservation.move.new_dirs if broker in target}
+        if not hints:
+            return
+        try:
+            kafka.alter_replica_log_dirs(hints)
+        except (KafkaUnavailable, KafkaRequestRefused) as exc:  # a hint: the move goes on without it
+            log.info("%s: could not name the log dirs of %d new replica(s): %s", self.name, len(hints), exc)
 
     def move_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
                   ) -> dict[tuple[TopicPartition, int], KafkaRefusal | None]:

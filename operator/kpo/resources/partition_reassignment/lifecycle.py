@@ -104,6 +104,7 @@ from kpo.domain.reassignment import (
     classify,
     dir_copies_to_cancel,
     misplaced_dirs,
+    new_replica_dirs,
     offline_target_dir,
     validate,
 )
@@ -436,7 +437,8 @@ def _execute(phase: Phase, targets: Targets, memory: Memory, observed: Observati
             waiting[tp] = down
         elif step is not None:
             candidates.append(Candidate(tp, state.replicas, step, view.partition_size(tp), state.leader,
-                                        position[tp], view.write_rates.get(tp, 0.0)))
+                                        position[tp], view.write_rates.get(tp, 0.0),
+                                        new_dirs=new_replica_dirs(targets[tp], step, state.replicas)))
     lost_dirs, misplaced, copying = _dir_work(classification, targets, view, failed)
     failed |= set(lost_dirs)
     candidates += _dir_candidates(misplaced, view, position, skip=copying | blocked)
