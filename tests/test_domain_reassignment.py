@@ -16,6 +16,7 @@ from kpo.domain.reassignment import (
     Target,
     changes_replication_factor,
     classify,
+    new_replica_dirs,
     parse_reassignment_document,
     progress,
     rollback_document,
@@ -251,8 +252,6 @@ def test_write_rates_come_from_size_growth_and_never_go_negative() -> None:
 
 
 def test_the_dirs_of_new_replicas_are_those_the_target_names_for_brokers_the_step_adds() -> None:
-    from kpo.domain.reassignment import Target, new_replica_dirs
-
     target = Target((4, 2, 5), ("/b", "/a", "any"))
     assert new_replica_dirs(target, (4, 2, 5), (1, 2, 3)) == ((4, "/b"),)
     assert new_replica_dirs(target, (1, 2, 5), (1, 2, 3)) == (), "a step that adds only broker 5, named 'any'"
