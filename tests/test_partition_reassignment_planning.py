@@ -234,6 +234,18 @@ def test_pending_to_invalid_for_a_disk_rebalance_of_a_broker_that_is_not_live() 
         ("spec.plan.brokers", "UnknownBroker")]
 
 
+def test_pending_to_invalid_for_a_disk_rebalance_of_a_broker_with_one_dir() -> None:
+    dirs = replace(view(), log_dirs={1: frozenset({"/a", "/b"}), 2: frozenset({"/a"})})
+    rebalance = PlanRequest(goal=Goal.REBALANCE_DISKS, brokers=(1, 2))
+    d = decide_planning(Phase.PENDING, intent(request=rebalance), Job(JobStatus.NONE), None, dirs)
+    assert d.phase is Phase.INVALID and [(p.field, p.reason) for p in d.problems] == [
+        ("spec.plan.brokers", "OneLogDir")]
+    assert "broker(s) 2 (/a) have one online log dir" in d.message
+    fine = PlanRequest(goal=Goal.REBALANCE_DISKS, brokers=(1,))
+    assert decide_planning(Phase.PENDING, intent(request=fine), Job(JobStatus.NONE), None, dirs).phase is \
+        Phase.PLANNING
+
+
 # ------------------------------------------------------------------------------------------------ RelieveCapacity
 
 RELIEVE = PlanRequest(goal=Goal.RELIEVE_CAPACITY, threshold=0.8)

@@ -18,7 +18,8 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
 - **Pending** transitions to *Invalid* (the request cannot be met on this cluster: unknown or offline brokers, a
   replication factor above the brokers that remain, no topic selected, an internal topic named without
   ``allowInternalTopics``, a replication factor below the current one without ``allowReplicationFactorDecrease``,
-  every live broker demoted or in ``excludeLeaders``, RelieveCapacity on brokers that report no dir capacity),
+  every live broker demoted or in ``excludeLeaders``, RelieveCapacity on brokers that report no dir capacity,
+  RebalanceDisks naming a broker with one dir),
   *Stopped* (``spec.stop``), or *Planning* (the job is started).
 - **Planning** stays while the job runs (and starts it again if the operator restarted and lost it); transitions to
   *Failed* (the job failed: its own message; or RelieveCapacity's threshold is unreachable and nothing would move:
@@ -216,6 +217,12 @@ def disk_problems(request: PlanRequest, view: ClusterView) -> list[Problem]:
     if request.goal is Goal.REBALANCE_DISKS and (unknown := [b for b in request.brokers if b not in view.brokers]):
         problems.append(Problem("spec.plan.brokers", "UnknownBroker",
                                 f"broker(s) {unknown} are not live brokers (live: {live})"))
+    if request.goal is Goal.REBALANCE_DISKS and (single := {b: sorted(view.log_dirs[b]) for b in request.brokers
+                                                            if len(view.log_dirs.get(b, ())) == 1}):
+        # Named, it would end "NothingToMove" as if balanced: say that there is nothing to balance between.
+        problems.append(Problem("spec.plan.brokers", "OneLogDir", "broker(s) " + ", ".join(
+            f"{b} ({dirs[0]})" for b, dirs in sorted(single.items())) + " have one online log dir: nothing to "
+            "balance between; name brokers with two or more"))
     named: dict[int, set[str]] = {}
     for i, disk in enumerate(request.disks):
         where = f"spec.plan.disks[{i}]"
