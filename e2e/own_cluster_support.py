@@ -4,7 +4,8 @@ it never meets the shared operator's resources."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,8 +15,37 @@ from kubernetes import client
 from e2e.kafka_support import wait_for
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
+from kpo_testbed import procs
+from kpo_testbed.kafka import KafkaCluster
+from kpo_testbed.paths import cache_root, read_versions
 
 KPR = "PartitionReassignment"
+
+
+@contextmanager
+def tmpfs_cluster(root: Path, mounts: Callable[[KafkaCluster], Mapping[Path, str]],
+                  extra_properties: Mapping[str, str] | None = None) -> Iterator[KafkaCluster]:
+    """3 KRaft nodes on the bed's Kafka under ``root``, with the log dirs ``mounts`` names each on a tmpfs of the size
+    it gives (root only): a disk that fills as a real one does, and reports its own capacity in DescribeLogDirs."""
+    libs = cache_root() / f"kafka-{read_versions()['KAFKA_VERSION']}" / "libs"
+    cluster = KafkaCluster.on_free_ports(root, libs)
+    cluster.extra_properties.update(extra_properties or {})
+    cluster.write_config()
+    mounted: list[Path] = []
+    records = []
+    try:
+        for log_dir, size in mounts(cluster).items():
+            log_dir.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(log_dir)], check=True)
+            mounted.append(log_dir)
+        cluster.format_storage()
+        records = [cluster.start_node(n.node_id) for n in cluster.nodes]
+        cluster.wait_healthy()
+        yield cluster
+    finally:
+        procs.stop_all(records)
+        for log_dir in mounted:
+            subprocess.run(["umount", "-l", str(log_dir)], check=False)
 
 
 @contextmanager

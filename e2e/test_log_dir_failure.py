@@ -7,7 +7,6 @@ Kafka's view: DescribeLogDirs and DescribeTopics.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,12 +19,11 @@ from kubernetes import client
 
 from e2e.kafka_support import create_topic, wait_for
 from e2e.kube_support import Resources
-from e2e.own_cluster_support import KPR, operator_for
+from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
 from e2e.reassignment_support import fill
 from kafka import KafkaAdminClient
-from kpo_testbed import Testbed, procs
+from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster
-from kpo_testbed.paths import cache_root, read_versions
 
 PREFIX = f"e2e-disk-{uuid.uuid4().hex[:6]}"
 SMALL = "8m"
@@ -35,21 +33,8 @@ STORAGE_ERROR = 56  # KAFKA_STORAGE_ERROR
 @pytest.fixture(scope="module")
 def small_disk_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """3 KRaft nodes on the bed's Kafka; broker 1's second log dir is a tmpfs of 8 MiB."""
-    libs = cache_root() / f"kafka-{read_versions()['KAFKA_VERSION']}" / "libs"
-    cluster = KafkaCluster.on_free_ports(tmp_path_factory.mktemp("kafka-small-disk"), libs)
-    cluster.write_config()
-    small = cluster.log_dirs(1)[1]
-    small.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL}", "tmpfs", str(small)], check=True)
-    records = []
-    try:
-        cluster.format_storage()
-        records = [cluster.start_node(n.node_id) for n in cluster.nodes]
-        cluster.wait_healthy()
+    with tmpfs_cluster(tmp_path_factory.mktemp("kafka-small-disk"), lambda c: {c.log_dirs(1)[1]: SMALL}) as cluster:
         yield cluster
-    finally:
-        procs.stop_all(records)
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ not in force here (every broker has a rack of its own, and ``rackAware: false``)
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,12 +25,11 @@ from kubernetes import client
 
 from e2e.kafka_support import create_topic, wait_for
 from e2e.kube_support import Resources
-from e2e.own_cluster_support import KPR, operator_for
+from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
 from e2e.reassignment_support import fill
 from kafka import KafkaAdminClient
-from kpo_testbed import Testbed, procs
+from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster
-from kpo_testbed.paths import cache_root, read_versions
 
 PREFIX = f"e2e-relieve-{uuid.uuid4().hex[:6]}"
 SIZE = "48m"
@@ -43,25 +41,10 @@ MESSAGES = 700  # x 10 kB: about 7 MB a partition, 28 MB a dir of 48 MiB (58 %)
 def small_disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """3 KRaft nodes on the bed's Kafka, every log dir a tmpfs of its own; deleted logs go after a second (not the
     default minute), so a dir's use drops soon after a replica left it."""
-    libs = cache_root() / f"kafka-{read_versions()['KAFKA_VERSION']}" / "libs"
-    cluster = KafkaCluster.on_free_ports(tmp_path_factory.mktemp("kafka-relieve"), libs)
-    cluster.extra_properties.update({"file.delete.delay.ms": "1000", "log.segment.bytes": str(4 * 1024 * 1024)})
-    cluster.write_config()
-    mounted, records = [], []
-    try:
-        for node in cluster.nodes:
-            for log_dir in cluster.log_dirs(node.node_id):
-                log_dir.mkdir(parents=True, exist_ok=True)
-                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(log_dir)], check=True)
-                mounted.append(log_dir)
-        cluster.format_storage()
-        records = [cluster.start_node(n.node_id) for n in cluster.nodes]
-        cluster.wait_healthy()
+    with tmpfs_cluster(tmp_path_factory.mktemp("kafka-relieve"),
+                       lambda c: {d: SIZE for n in c.nodes for d in c.log_dirs(n.node_id)},
+                       {"file.delete.delay.ms": "1000", "log.segment.bytes": str(4 * 1024 * 1024)}) as cluster:
         yield cluster
-    finally:
-        procs.stop_all(records)
-        for log_dir in mounted:
-            subprocess.run(["umount", "-l", str(log_dir)], check=False)
 
 
 OPERATOR_FOLDER: list[Path] = []
