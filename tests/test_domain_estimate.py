@@ -107,6 +107,7 @@ def test_a_mixed_estimate_adds_the_two_times_and_takes_the_longer_bytes_at_throt
     replicas, dirs = Estimate(100.0, 80.0, "at 1000 B/s"), Estimate(30.0, 30.0, "at logDirThrottle")
     both = combined_estimate(replicas, dirs, landing=2)
     assert (both.seconds, both.at_throttle_seconds) == (130.0, 80.0)
-    assert "between brokers: at 1000 B/s" in both.note and "2 new replica(s) with a named dir" in both.note
+    assert "between brokers: at 1000 B/s" in both.note
+    assert "2 new replica(s) created in the dir the plan names" in both.note
     unknown = combined_estimate(replicas, Estimate(None, None, "no estimate without execution.logDirThrottle"))
     assert unknown.seconds is None and unknown.at_throttle_seconds is None and "logDirThrottle" in unknown.note

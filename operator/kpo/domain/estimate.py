@@ -213,7 +213,7 @@ class MixedMoves:
     """A proposal that moves replicas between brokers and between the dirs of a broker (RelieveCapacity): the
     partitions whose replica list changes (Kafka's reassignment, at execution.throttle), the copies of replicas that
     stay on their broker into a dir the plan names (AlterReplicaLogDirs, at execution.logDirThrottle), and the new
-    replicas the plan gives a dir: they land where their broker puts them, then move to that dir if it is another."""
+    replicas the plan gives a dir: their broker is told the dir before the move and creates them there."""
 
     reassigned: dict[TopicPartition, Replicas]
     dir_copies: dict[tuple[TopicPartition, int], str]
@@ -242,8 +242,8 @@ def combined_estimate(replicas: Estimate, dirs: Estimate, *, landing: int = 0) -
     two (the two throttles are separate)."""
     note = f"between brokers: {replicas.note}; between the dirs of a broker: {dirs.note}"
     if landing:
-        note += (f"; {landing} new replica(s) with a named dir: where their broker puts them elsewhere, they copy once "
-                 "more between its dirs, not counted")
+        note += (f"; {landing} new replica(s) created in the dir the plan names (told to their broker before the "
+                 "move): no copy between dirs after")
     seconds = None if replicas.seconds is None or dirs.seconds is None else replicas.seconds + dirs.seconds
     at_throttle = None if replicas.at_throttle_seconds is None or dirs.at_throttle_seconds is None \
         else max(replicas.at_throttle_seconds, dirs.at_throttle_seconds)
