@@ -527,17 +527,23 @@ class Report:
             failed.append(f"the resources were not all gone {s.deletion_timeout:.0f} s after their deletion")
         if self.moves_after_deletion:
             failed.append(f"{self.moves_after_deletion} moves still listed after deletion")
+        if self.rss_bytes is None:
+            failed.append("the operator was not running at the end (no peak RSS to read)")
         if self.throttles_after_deletion:
             failed.append(f"throttles left after deletion: {residue_summary(self.throttles_after_deletion)}")
+        return failed
+
+    def beyond_bounds(self) -> list[str]:
+        """The speed and memory figures outside the scenario's bounds: judged by the bench (``make
+        bench-concurrency``), reported by the e2e suite, never failed there (a loaded machine moves them)."""
+        s, failed = self.scenario, []
         if self.first_move_after_apply is None or self.first_move_after_apply > s.max_first_move_seconds:
             failed.append(f"first move seen {_s(self.first_move_after_apply)} after the apply finished "
                           f"(bound {s.max_first_move_seconds} s)")
         if self.ratio is None or self.ratio > s.max_ratio:
             failed.append(f"wall time {_s(self.wall_seconds)} is {_x(self.ratio)} the schedule floor "
                           f"{_s(self.floor.schedule_seconds if self.floor else None)} (bound {s.max_ratio} x)")
-        if self.rss_bytes is None:
-            failed.append("the operator was not running at the end (no peak RSS to read)")
-        elif self.rss_bytes > s.max_rss_bytes:
+        if self.rss_bytes is not None and self.rss_bytes > s.max_rss_bytes:
             failed.append(f"operator peak RSS {self.rss_bytes / 2**20:.0f} MiB > {s.max_rss_bytes / 2**20:.0f} MiB")
         return failed
 

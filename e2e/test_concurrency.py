@@ -62,6 +62,9 @@ def test_hundreds_of_reassignments_hold_every_limit_and_leave_nothing_behind(
                              operator.metrics_port)
         report = cs.run(harness, scenario, prefix)
         print(f"\n{report.text()}")
+        # Speed and memory (first move, time against the schedule floor, RSS) are the bench's to judge: printed here.
+        for beyond in report.beyond_bounds():
+            print(f"beyond the bench's bound (not a failure here): {beyond}")
         failures = report.failures()
         assert not failures, "\n".join(failures) + f"\n\n{report.text()}\n\noperator log:\n{operator.log_tail(30)}"
 

@@ -91,7 +91,7 @@ def main() -> int:
         finally:
             operator.stop()
             log_tail = operator.log_tail(20)
-    failures = report.failures()
+    failures = report.failures() + report.beyond_bounds()
     table = cs.markdown([report.row()])
     print(f"\n{report.text()}\n\n{table}\n")
     print("checks failed:\n- " + "\n- ".join(failures) if failures else "every check passed")
