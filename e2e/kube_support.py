@@ -122,6 +122,21 @@ class Resources:
         items = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={name}").items
         return sorted(items, key=lambda e: e.metadata.creation_timestamp)
 
+    def wait_event(self, name: str, reason: str, timeout: float = 30) -> list[Any]:
+        """The Events of `name` with `reason`, once there is at least one.
+
+        Kopf posts Events from a queue after the handler has written the status, so the Event of a phase or condition a
+        test has just seen may come a moment later (a CI run read the list too soon and found it empty)."""
+        def posted() -> list[Any]:
+            return [e for e in self.events(name) if e.reason == reason]
+
+        try:
+            found: list[Any] = wait_until(posted, timeout, f"a {reason} Event of {name}")
+        except AssertionError as exc:
+            seen = [(e.reason, str(e.message)[:80]) for e in self.events(name)]
+            raise AssertionError(f"{exc}; its Events: {seen}") from None
+        return found
+
     def config_map(self, name: str) -> dict[str, str] | None:
         try:
             return dict(self.core.read_namespaced_config_map(name, self.namespace).data or {})

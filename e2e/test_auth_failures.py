@@ -209,7 +209,7 @@ def test_principal_without_acls_is_told_not_authorized(kafka_admin: AdminClient,
         assert principal in message and "--operation Describe" in message, message
         assert repr(topic_name) in message or "--cluster" in message, message
         assert "does not exist" not in message and "UnknownTopic" not in message, message
-        assert _events(resources, name, "NotAuthorized"), [e.reason for e in resources.events(name)]
+        resources.wait_event(name, "NotAuthorized")
     time.sleep(5)  # ticks go on: the refusal is said once, not once a tick
     for name in ("grow", "move", "elect"):
         assert len(_events(resources, name, "NotAuthorized")) == 1
@@ -239,7 +239,7 @@ def test_describe_only_throttle_fails_records_nothing_and_lets_go(kafka_admin: A
         assert not status.get("throttle"), status
         recorded = (resources.config_map(rollback_name("throttled")) or {}).get(THROTTLE_KEY)
         assert ThrottleJournal.from_json(json.loads(recorded) if recorded else None).empty, recorded
-        assert len(_events(resources, "throttled", "NotAuthorized")) == 1
+        assert len(resources.wait_event("throttled", "NotAuthorized")) == 1
         assert ongoing(bootstrap_servers, topic_name) == {}
         assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3]}
 

@@ -78,7 +78,7 @@ def test_more_new_partitions_than_kafka_adds_per_request_is_invalid_and_costs_no
     assert (remap["fromPartitions"], remap["toPartitions"]) == (6, MAX_TOPIC_PARTITIONS)
     moved = remapped_fraction(6, MAX_TOPIC_PARTITIONS)
     assert remap["movedKeySpace"] == f"{moved.numerator}/{moved.denominator}" and len(remap["sources"]) == 64
-    assert "TooManyNewPartitions" in [e.reason for e in resources.events("too-many")]
+    resources.wait_event("too-many", "TooManyNewPartitions")
     assert len(replicas_of(kafka_admin, topic_name)) == 6, "nothing may be sent to Kafka"
     _assert_rss_bounded(kpo_operator)
 
@@ -107,7 +107,7 @@ def test_the_most_entries_are_handled_with_bounded_message_status_and_bookkeepin
     obj = wait_until(lambda: (found := resources.get(KPR, "most")) and
                      "kpo.dev/last-handled-digest" in _kpo_annotations(found) and found, 60, "Kopf's diff base")
     assert sum(len(k) + len(v) for k, v in _kpo_annotations(obj).items()) < 1024, _kpo_annotations(obj)
-    events = [e for e in resources.events("most") if e.reason == "UnknownTopic"]
+    events = resources.wait_event("most", "UnknownTopic")
     assert events and all(len(e.message) <= 1024 for e in events)
     # A GitOps re-apply of the same manifest, with kpo's status on the object now, still fits.
     again = subprocess.run([*apply, "--force-conflicts"], env=testbed.env(), capture_output=True, text=True,

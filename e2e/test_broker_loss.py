@@ -121,7 +121,7 @@ def test_revert_with_a_broker_down_reports_truly_and_takes_throttles_back_when_i
     assert _broker_rates(bootstrap_servers, list(NODES)) == {}
     progressing = _condition(resources, "revert-down", "Progressing")
     assert progressing["status"] == "False" and progressing["reason"] != "ThrottleCleanupPending"
-    assert _events(resources, "revert-down", "ThrottleRemoved")
+    resources.wait_event("revert-down", "ThrottleRemoved")
 
 
 def test_a_destination_broker_down_mid_move_is_reported_once_and_progress_stays_true(

@@ -119,7 +119,7 @@ def test_a_drained_broker_is_cordoned_until_the_resource_is_deleted(kafka_43: Ka
     assert all(3 not in r for r in replicas_of(admin_43, topic).values())
     assert cordoned(admin_43, 3) == "*", "kept after success: the broker is about to go"
     assert status["cordon"]["brokers"] == [{"broker": 3, "previous": ""}]
-    assert {"Cordoned"} <= {e.reason for e in resources_43.events("drain-3")}
+    resources_43.wait_event("drain-3", "Cordoned")
 
     resources_43.delete(KPR, "drain-3")
     wait_for(lambda: not resources_43.exists(KPR, "drain-3"), 60, "the drain to be deleted")
@@ -145,7 +145,7 @@ def test_a_stop_uncordons_at_once_restoring_what_the_broker_had(kafka_43: KafkaC
         assert cordoned(admin_43, 2) == own_dir, "the value from before the drain, exactly"
         assert dirs_cordoned(kafka_43, 2) == {own_dir: True, str(kafka_43.log_dirs(2)[1]): False}
         assert "cordon" not in status
-        assert "Uncordoned" in {e.reason for e in resources_43.events("drain-2")}
+        resources_43.wait_event("drain-2", "Uncordoned")
         resources_43.delete(KPR, "drain-2")
         wait_for(lambda: not resources_43.exists(KPR, "drain-2"), 60, "the drain to be deleted")
         assert cordoned(admin_43, 2) == own_dir, "not kpo's to take back"

@@ -94,7 +94,7 @@ def test_a_demotion_also_elects_what_its_plan_did_not_reorder_and_names_what_can
     assert (election["elected"], election["failed"], election["awayFrom"]) == (2, 0, [1]), election
     assert election["stillLeading"] == 1 and election["stillLeadingPartitions"] == [
         {"topic": single, "partition": 0, "leader": 1, "reason": "no other in-sync replica (replicas [1], ISR [1])"}]
-    assert [e.reason for e in resources.events("demote-1")].count("StillLeading") == 1
+    assert len(resources.wait_event("demote-1", "StillLeading")) == 1
 
 
 def test_a_demotion_that_reorders_no_list_still_takes_the_leadership_away(
@@ -113,6 +113,7 @@ def test_a_demotion_that_reorders_no_list_still_takes_the_leadership_away(
     assert status["phase"] == "Succeeded", status
     assert describe_topic(kafka_admin, topic_name)[0][:2] == ([3, 1], 3), "Leader: 3 Replicas: 3,1"
     assert status["leaderElection"]["elected"] == 1 and status["leaderElection"]["stillLeading"] == 0
+    resources.wait_event("demote-2", "Succeeded")
     reasons = [e.reason for e in resources.events("demote-2")]
     assert "Proposed" in reasons and "NothingToMove" not in reasons, reasons
 

@@ -212,8 +212,8 @@ def test_revert_restores_every_original_including_completed(kafka_admin: AdminCl
     assert replicas_of(kafka_admin, topic_name) == original
     assert ongoing(bootstrap_servers, topic_name) == {}
     assert status["skipped"] == []
-    reasons = [e.reason for e in resources.events("undo")]
-    assert "Reverting" in reasons and "Reverted" in reasons
+    resources.wait_event("undo", "Reverted")
+    assert resources.wait_event("undo", "Reverting")
 
 
 def test_elect_leaders_after_puts_leadership_on_the_first_target_replica(

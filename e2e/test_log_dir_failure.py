@@ -75,7 +75,7 @@ def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
         assert ready is not None and ready["reason"] == "LogDirOffline"
         assert f"log dir {small} of broker 1 is offline; the replica stays in {big}" in ready["message"]
         assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
-        events = [e for e in disk_resources.events("to-small") if e.reason == "LogDirOffline"]
+        events = disk_resources.wait_event("to-small", "LogDirOffline")
         assert len(events) == 1, [(e.reason, e.message) for e in disk_resources.events("to-small")]
         # Kafka's view: the small dir offline, the replica whole in the big one, the partition led by broker 1.
         dirs = broker_dirs(kp, topic_name)

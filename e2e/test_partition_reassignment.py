@@ -199,7 +199,7 @@ def test_conflict_between_two_resources_waits_for_the_older(kafka_admin: AdminCl
         stalled = resources.condition(KPR, "second", "Stalled")
         assert stalled is not None and stalled["status"] == "True" and stalled["reason"] == "Conflict"
         assert f"{resources.namespace}/first" in stalled["message"]
-        assert "Conflict" in _reasons(resources, "second")
+        resources.wait_event("second", "Conflict")
         time.sleep(3)
         assert ongoing(bootstrap_servers, topic_name)[0].target == (2,), "first's move must not be overridden"
     resources.wait_phase(KPR, "first", "Succeeded", timeout=120)
@@ -310,7 +310,7 @@ def test_kafka_refusal_surfaces_as_failed(kafka_admin: AdminClient, bootstrap_se
         assert ready is not None and ready["status"] == "False" and ready["reason"] == "NotAuthorized"
         assert "CLUSTER_AUTHORIZATION_FAILED" in ready["message"]
         assert stalled is not None and stalled["status"] == "True"
-        assert "NotAuthorized" in _reasons(resources, "refused")
+        resources.wait_event("refused", "NotAuthorized")
         assert replicas_of(kafka_admin, topic_name) == {0: [1, 2]}
         assert ongoing(bootstrap_servers, topic_name) == {}
 

@@ -257,6 +257,7 @@ def _judge_cancelled(kafka_admin: AdminClient, bootstrap_servers: str, topic: st
         assert conditions["Progressing"]["status"] == "True"
         assert conditions["Progressing"]["reason"] == "ThrottleCleanupPending"
     # One Event for the cancellation, one for the phase change (both reason MoveStalled), none per tick.
+    _wait_event(resources, "stall-cancel", "MoveStalled", "Executing -> Failed")
     cancel_events = _events(resources, "stall-cancel", "MoveStalled")
     assert len([m for m in cancel_events if "cancelling (execution.onStall Cancel)" in m]) == 1, cancel_events
     assert len([m for m in cancel_events if m.startswith("Executing -> Failed")]) == 1, cancel_events
@@ -345,7 +346,7 @@ def test_a_move_whose_destination_broker_dies_is_flagged_stalled_in_time_or_canc
         # The victim is back: the flag goes (a Normal Event), and the catch-up under the same 500 kB/s throttle —
         # Kafka's DescribeLogDirs shows the victim's replica growing — is never flagged again while it runs.
         wait_for(lambda: not resources.status(KPR, "stall-report").get("stalledMoves"), 60, "stall-report cleared")
-        assert _events(resources, "stall-report", "StallCleared")
+        resources.wait_event("stall-report", "StallCleared")
         _watch_catch_up(bootstrap_servers, resources, "stall-report", TopicPartition(topic_name, 0), victim,
                         seconds=stall_after + 10)
 

@@ -436,4 +436,4 @@ def test_a_failing_job_is_reported_with_its_error(api_client: client.ApiClient, 
         ready = resources.condition(KPR, "doomed", "Ready")
         assert ready is not None and ready["reason"] == "PlanningFailed"
         assert "heap" in ready["message"].lower(), ready["message"]
-        assert "PlanningFailed" in [e.reason for e in resources.events("doomed")]
+        resources.wait_event("doomed", "PlanningFailed")

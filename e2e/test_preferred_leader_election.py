@@ -269,7 +269,7 @@ def test_an_unclean_election_recovers_a_leaderless_partition(testbed: Testbed, k
         assert status["lastRun"]["failures"][0]["reason"] == "PREFERRED_LEADER_NOT_AVAILABLE", status
         ready = resources.condition(KPLE, "preferred", "Ready")
         assert ready is not None and ready["reason"] == "PartitionsRefused"
-        assert "PartitionsRefused" in _reasons(resources, "preferred")
+        resources.wait_event("preferred", "PartitionsRefused")
 
         resources.create(KPLE, "unclean", {"electionType": "Unclean",
                                            "partitions": [{"topic": topic_name, "partition": 0}]})
@@ -312,7 +312,7 @@ def test_refusals_and_empty_selections_are_reported(kafka_admin: AdminClient, to
         assert "CLUSTER_AUTHORIZATION_FAILED" in stalled["message"]
         assert "--operation Alter --cluster" in stalled["message"], "the grant that would allow it"
         assert {f["reason"] for f in status["lastRun"]["failures"]} == {"CLUSTER_AUTHORIZATION_FAILED"}
-        assert "NotAuthorized" in _reasons(resources, "refused")
+        resources.wait_event("refused", "NotAuthorized")
     finally:
         filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
                                     g.permission_type) for g in grants]

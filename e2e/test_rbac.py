@@ -133,8 +133,7 @@ def test_operator_as_the_chart_service_account(testbed: Testbed, plane: ControlP
             assert resources.status(KPR, "as-sa")["phase"] == "Succeeded"
             assert replicas_of(kafka_admin, topic_name) == {0: [2, 3], 1: [3, 1]}
             assert resources.config_map("as-sa-rollback") is not None  # a ConfigMap it owns, created as the SA
-            reasons = {e.reason for e in resources.events("as-sa")}
-            assert "Succeeded" in reasons, reasons  # Events posted with the ServiceAccount's token
+            resources.wait_event("as-sa", "Succeeded")  # Events posted with the ServiceAccount's token
 
             _refused_over_sasl(kafka_admin, topic_name, resources)
 

@@ -114,6 +114,7 @@ def test_a_threshold_no_placement_meets_fails_naming_the_dirs_and_moves_nothing(
     assert ready is not None and ready["reason"] == "ThresholdUnreachable", ready
     assert "best reachable state: log dirs still above 10% of capacity" in ready["message"]
     assert "of broker 1 at " in ready["message"]
+    relieve_resources.wait_event("out-of-reach", "ThresholdUnreachable")
     warnings = [e.reason for e in relieve_resources.events("out-of-reach") if e.type == "Warning"]
     assert warnings == ["ThresholdUnreachable"], warnings
     assert replica_dir(kp, topic, 1) == before and set(map(tuple, replicas(admin, topic).values())) == {(1,)}

@@ -186,7 +186,7 @@ def test_kafkas_refusal_is_failed_with_its_reason(kafka_admin: AdminClient, topi
         stalled = resources.condition(KTPC, "refused", "Stalled")
         assert stalled is not None and stalled["reason"] == "NotAuthorized"
         assert "TOPIC_AUTHORIZATION_FAILED" in stalled["message"] and "--operation Alter" in stalled["message"]
-        assert "NotAuthorized" in _reasons(resources, "refused")
+        resources.wait_event("refused", "NotAuthorized")
         assert len(describe_topic(kafka_admin, topic_name)) == 2
     finally:
         filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
