@@ -21,6 +21,7 @@ from typing import Protocol
 
 from kpo.background.loop import ClusterLoop, Wording
 from kpo.domain.balance_score import BalanceScore, BalanceTally
+from kpo.domain.model import DirCapacity
 from kpo.kafka.admin import KafkaAdmin
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def sample(kafka: KafkaAdmin, topics_per_request: int = 200) -> BalanceScore:
     tally = BalanceTally({b: broker.rack for b, broker in live.items()})
     topics = sorted(t for t in kafka.topic_names() if not t.startswith("__"))
     answered = set(live)
+    capacity: dict[tuple[int, str], DirCapacity] = {}
     for start in range(0, len(topics), topics_per_request):
         batch = topics[start:start + topics_per_request]
         for state in kafka.describe_topics(batch).values():
@@ -52,7 +54,9 @@ def sample(kafka: KafkaAdmin, topics_per_request: int = 200) -> BalanceScore:
         answered &= set(report.broker_dirs)
         for (_, broker), size in report.sizes.items():
             tally.add_bytes(broker, size)
-    tally.add_dirs(kafka.dir_capacity(live))
+        capacity.update(report.capacity)
+    # Every batch's answer carries each dir's capacity: only a cluster without topics asks for the dirs alone.
+    tally.add_dirs(capacity if topics else kafka.dir_capacity(live))
     return tally.score(answered)
 
 

@@ -91,6 +91,8 @@ class LogDirReport:
     offline_dirs: dict[int, frozenset[str]] = field(default_factory=dict)
     #: The bytes each replica moving between log dirs has in its new dir so far.
     future_sizes: dict[ReplicaKey, int] = field(default_factory=dict)
+    #: Each online dir's file system from the same answer (KIP-827); none from a broker older than 3.3.
+    capacity: dict[tuple[int, str], DirCapacity] = field(default_factory=dict)
 
 
 

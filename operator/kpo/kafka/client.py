@@ -600,6 +600,7 @@ class KafkaAdminAdapter:
                                                    if d.get("error_code", 0) == 0)
             if offline := frozenset(d["log_dir"] for d in answer["log_dirs"] if d.get("error_code", 0) != 0):
                 report.offline_dirs[broker] = offline
+            report.capacity.update(_capacity(broker, answer["log_dirs"]))
             for log_dir in answer["log_dirs"]:
                 for topic in log_dir.get("topics", []):
                     for p in topic["partitions"]:

@@ -72,8 +72,11 @@ def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = 
     states = kafka.describe_topics(topics)
     dirs = kafka.log_dirs(topics, live)
     ongoing = kafka.list_reassignments()
-    # RelieveCapacity reads each dir's file system (KIP-827); the other goals do not, so they do not ask.
-    capacity = kafka.dir_capacity(live) if request.goal is Goal.RELIEVE_CAPACITY else {}
+    # RelieveCapacity reads each dir's file system (KIP-827), which the DescribeLogDirs answer above carries; only a
+    # cluster without topics, never asked, is asked for the dirs alone. The other goals carry none.
+    capacity = {}
+    if request.goal is Goal.RELIEVE_CAPACITY:
+        capacity = dirs.capacity if topics else kafka.dir_capacity(live)
     view = ClusterView(brokers=live, partitions=states, ongoing=ongoing, replica_sizes=dirs.sizes,
                        log_dirs=dirs.broker_dirs, offline_dirs=dirs.offline_dirs, dir_capacity=capacity,
                        topics=frozenset(names))
