@@ -3,10 +3,11 @@
 # kube-controller-manager, kubectl and helm (Go module proxy). Everything lands in a cache outside the repository,
 # keyed by version, so a second run only checks that the binaries are there.
 #
-#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|prometheus|node|coredns]
+#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|prometheus|argocd|node|coredns]
 #
 # `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `prometheus` is prometheus and
-# promtool (the alert-rule tests and e2e/test_prometheus.py: `make test`, `make e2e`); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
+# promtool (the alert-rule tests and e2e/test_prometheus.py: `make test`, `make e2e`); `argocd` is argocd-health, kpo's Argo
+# CD health check run in Argo CD's own Lua VM (e2e/argocd_support.py: `make test`, `make e2e`); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
 # operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
@@ -33,6 +34,7 @@ etcd_dir=$cache/etcd-$ETCD_VERSION
 helm_dir=$cache/helm-$HELM_VERSION
 coredns_dir=$cache/coredns-$COREDNS_VERSION
 prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
+argocd_dir=$cache/argocd-$ARGOCD_VERSION
 
 go_registry_hint="the Go module proxy must be reachable (GOPROXY=$(go env GOPROXY 2>/dev/null || echo unset)); check the network or set GOPROXY"
 
@@ -205,6 +207,32 @@ provision_prometheus() {
   mkdir -p "$prometheus_dir" && rm -rf "$prometheus_dir/bin" && mv "$work/bin" "$prometheus_dir/bin" && rm -rf "$work"
 }
 
+# argocd-health: a wrapper module (testbed/go/argocd-health) around argo-cd's util/lua, the VM Argo CD's controller
+# runs a resource health customization in. argo-cd's go.mod replaces the k8s.io staging modules (and a few others);
+# a consumer's build ignores those, so they are copied from the module's own go.mod into the wrapper's (local-path
+# replaces left out: they point into argo-cd's tree, which the module zip does not carry).
+provision_argocd() {
+  [ -x "$argocd_dir/bin/argocd-health" ] && return 0
+  need go "install Go >= 1.26 and put it on PATH"
+  local work argocd_mod mod=github.com/argoproj/argo-cd/v3@v$ARGOCD_VERSION
+  work=$(mktemp -d "$cache/argocd-build.XXXX")
+  sed -e "s/@ARGOCD_VERSION@/v$ARGOCD_VERSION/g" "$here/go/argocd-health/go.mod.in" > "$work/go.mod"
+  cp "$here/go/argocd-health/main.go" "$work/"
+  [ -f "$here/go/argocd-health/go.sum" ] && cp "$here/go/argocd-health/go.sum" "$work/"
+  log "building argocd-health on argo-cd v$ARGOCD_VERSION (first time: about 6.2 CPU-minutes, 4-5 minutes on 2 busy cores)"
+  argocd_mod=$(cd "$work" && go mod download -json "$mod" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p') \
+    && [ -f "$argocd_mod" ] || die "could not resolve $mod: $go_registry_hint"
+  awk '/^replace \(/ { block = 1; print; next }
+       block && /^\)/ { block = 0; print; next }
+       block { if ($0 !~ /=> *\.\.?\//) print; next }
+       /^replace / && $0 !~ /=> *\.\.?\// { print }' "$argocd_mod" >> "$work/go.mod"
+  (cd "$work" && go mod tidy >/dev/null) || die "could not resolve $mod's dependencies: $go_registry_hint"
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o bin/argocd-health .) \
+    || die "go build of argocd-health on $mod failed (see above)"
+  cp "$work/go.sum" "$here/go/argocd-health/go.sum" 2>/dev/null || true
+  mkdir -p "$argocd_dir" && rm -rf "$argocd_dir/bin" && mv "$work/bin" "$argocd_dir/bin" && rm -rf "$work"
+}
+
 image_archive() {  # name tag -> the OCI archive containerd imports
   echo "$images_dir/$1-$2.oci.tar"
 }
@@ -294,10 +322,11 @@ case "$what" in
   base) provision_kafkas; provision_etcd; provision_helm; provision_k8s ;;
   coredns) provision_coredns ;;
   prometheus) provision_prometheus ;;
-  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus; provision_node_packages
+  argocd) provision_argocd ;;
+  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus; provision_argocd; provision_node_packages
        provision_node_bins
        provision_coredns; provision_images ;;
   node) provision_node_packages; provision_node_bins; provision_coredns; provision_images ;;
-  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, prometheus, node, coredns)" ;;
+  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, prometheus, argocd, node, coredns)" ;;
 esac
 echo "$cache"
