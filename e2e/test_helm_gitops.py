@@ -1,8 +1,8 @@
 """GitOps and kubectl habits on the real test bed: ``kubectl wait --for=condition=Ready`` for each kind, the Argo CD
 health script on the statuses the operator really writes, and ``kubectl get kpo -A`` with its printer columns.
 
-The Lua runs in a real Lua 5.1 interpreter (lupa), the dialect of Argo CD's gopher-lua, on the object as the API
-server returns it.
+The Lua runs in Argo CD's own health-check VM (argo-cd's util/lua, built by ``testbed/provision.sh argocd``: see
+e2e/argocd_support.py) on the object as the API server returns it.
 """
 
 from __future__ import annotations
@@ -11,31 +11,21 @@ import importlib.util
 import inspect
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 import kpo.__main__
+from e2e.argocd_support import argocd_health
 from e2e.helm_support import kubectl
 from e2e.kafka_support import create_topic, replicas_of
 from e2e.kube_support import Resources, wait_until
 from e2e.reassignment_support import fill, spec_partitions, throttled
 from kpo_testbed import Testbed
-from kpo_testbed.paths import REPO_ROOT
 
-lua51 = pytest.importorskip("lupa.lua51", reason="lupa (dev extra) runs the Argo CD health check")
 pytestmark = pytest.mark.usefixtures("kpo_operator")
 
-SCRIPT = (REPO_ROOT / "helm" / "kpo" / "files" / "argocd-health.lua").read_text()
 KPR = "PartitionReassignment"
-
-
-def argocd_health(obj: dict[str, Any]) -> tuple[str, str]:
-    lua = lua51.LuaRuntime(unpack_returned_tuples=True)
-    lua.globals().obj = lua.table_from(obj, recursive=True)
-    result = lua.execute(SCRIPT)
-    return str(result["status"]), str(result["message"])
 
 
 def registered(package: str) -> bool:

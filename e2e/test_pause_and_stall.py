@@ -12,12 +12,12 @@ import itertools
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from e2e.argocd_support import argocd_health
 from e2e.kafka_support import broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, kafka, ongoing, spec_partitions
@@ -27,15 +27,11 @@ from kpo_testbed import Testbed
 
 KPR = "PartitionReassignment"
 pytestmark = pytest.mark.usefixtures("kpo_operator")
-HEALTH_SCRIPT = Path(__file__).resolve().parent.parent / "helm" / "kpo" / "files" / "argocd-health.lua"
 
 
 def _argocd_health(obj: dict[str, Any]) -> str:
-    """Argo CD's verdict on the live object, by the chart's health script under a real Lua 5.1 (Argo CD's dialect)."""
-    lua51 = pytest.importorskip("lupa.lua51")
-    lua = lua51.LuaRuntime(unpack_returned_tuples=True)
-    lua.globals().obj = lua.table_from(obj, recursive=True)
-    return str(lua.execute(HEALTH_SCRIPT.read_text())["status"])
+    """Argo CD's verdict on the live object: the chart's health script in Argo CD's own Lua VM (argocd_support)."""
+    return argocd_health(obj)[0]
 
 
 def _events(resources: Resources, name: str, reason: str) -> list[str]:
