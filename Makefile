@@ -60,8 +60,6 @@ provision:
 provision-prometheus:
 	@bash testbed/provision.sh prometheus >/dev/null
 
-# The real node's binaries, the pause and base images, and kpo's operator and planner images built from the
-# committed tree (HEAD): the e2e tests run them as pods. Needs root; installs missing Debian packages.
 # argocd-health (Go module proxy): kpo's Argo CD health check (helm/kpo/files/argocd-health.lua) evaluated by argo-cd's
 # own util/lua on the statuses the operator writes in e2e (e2e/argocd_support.py). First build about 6.2 CPU-minutes;
 # cached after.
@@ -69,6 +67,8 @@ provision-prometheus:
 provision-argocd:
 	@bash testbed/provision.sh argocd >/dev/null
 
+# The real node's binaries, the pause and base images, and kpo's operator and planner images built from the
+# committed tree (HEAD): the e2e tests run them as pods. Needs root; installs missing Debian packages.
 .PHONY: provision-node
 provision-node:
 	@bash testbed/provision.sh node >/dev/null
