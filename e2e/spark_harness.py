@@ -404,7 +404,7 @@ class SparkOperatorHarness:
                               "terminationTime": _now()})
         elif state == "SUSPENDING":
             self._delete_resources(app, status)
-            self._write(app, {"applicationState": {"state": "SUSPENDED"}, **_reset()})
+            self._write(app, {"applicationState": {"state": "SUSPENDED", "errorMessage": None}, **_reset()})
         elif state == "SUSPENDED" and not suspend and self._resources_gone(app, status):
             self._write(app, {"applicationState": {"state": "RESUMING"}})
         elif state in TERMINATED:
@@ -412,6 +412,9 @@ class SparkOperatorHarness:
 
     def _write(self, app: Mapping[str, Any], status: dict[str, Any]) -> bool:
         meta = app["metadata"]
+        # The Go status struct always carries driverInfo (a struct, not omitempty) and the CRD requires it; an empty
+        # object in a merge patch keeps what is there.
+        status = {"driverInfo": {}, **status}
         try:
             self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, meta["namespace"], PLURAL,
                                                               meta["name"], {"status": status})
@@ -572,12 +575,16 @@ def running_harness(api: client.ApiClient, kubeconfig: Path, *, namespaces: list
                     namespace_selector: str = "") -> Iterator[SparkOperatorHarness]:
     """The SparkApplication CRD installed (once per bed), the stand-in and its webhook running for the block."""
     ext = client.ApiextensionsV1Api(api)
-    crd = yaml.safe_load(CRD_FILE.read_text())
+    crd = yaml.load(CRD_FILE.read_text(), Loader=yaml.CSafeLoader)  # 800 kB: libyaml reads it in a second
     try:
         ext.create_custom_resource_definition(crd)
     except ApiException as exc:
         if exc.status != 409:
             raise
+        # A bed that outlived an older checkout may hold another version of the CRD: this one replaces it.
+        crd["metadata"]["resourceVersion"] = ext.read_custom_resource_definition(
+            crd["metadata"]["name"]).metadata.resource_version
+        ext.replace_custom_resource_definition(crd["metadata"]["name"], crd)
     deadline = time.monotonic() + 30
     while not any(c.type == "Established" and c.status == "True"
                   for c in ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []):
@@ -592,6 +599,13 @@ def running_harness(api: client.ApiClient, kubeconfig: Path, *, namespaces: list
         harness.stop()
 
 
+# api/v1beta2: DriverInfo's fields, each omitempty.
+DRIVER_INFO_FIELDS = ("podName", "webUIAddress", "webUIIngressAddress", "webUIIngressName", "webUIPort",
+                      "webUIServiceName")
+
+
 def _reset() -> dict[str, Any]:
-    """resetSparkApplicationStatus for SUSPENDED: the run's traces go, the attempts stay."""
-    return {"sparkApplicationId": None, "executorState": None, "driverInfo": None}
+    """resetSparkApplicationStatus for SUSPENDED: the run's traces go, the attempts stay. ``DriverInfo{}`` is an empty
+    object, not no object (the CRD requires ``driverInfo``): in a merge patch, each of its fields set to null."""
+    return {"sparkApplicationId": None, "executorState": None,
+            "driverInfo": dict.fromkeys(DRIVER_INFO_FIELDS)}
