@@ -6,6 +6,9 @@ namespace; a commit to the repository is what a user's ``git push`` would be. Th
 (leader election off, one kubeconfig, metrics and health on free loopback ports) with one feature gate:
 ``CancelHealthCheckOnNewRevision``, so a commit that lands while a health check waits on a long move is applied at
 once instead of after the Kustomization's timeout (Flux's default: the check runs to its end first).
+
+The Kustomization health-checks kpo's kinds with the CEL expressions kpo ships (``deploy/flux/health-checks.yaml``):
+kstatus alone takes a resource with no status for Current, and kustomize-controller looks before kpo has written one.
 """
 
 from __future__ import annotations
@@ -28,13 +31,20 @@ from e2e.kube_support import GROUP, VERSION, wait_until
 from e2e.operator_support import terminate
 from kpo_testbed import Testbed
 from kpo_testbed.flux import FluxBinaries, GitRepository
-from kpo_testbed.paths import TESTBED_DIR
+from kpo_testbed.paths import REPO_ROOT, TESTBED_DIR
 
 SOURCE = ("source.toolkit.fluxcd.io", "v1", "gitrepositories")
 KUSTOMIZE = ("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
 #: Flux's health checks poll every 5 s (kustomize-controller's WaitForSet interval): a state must hold longer than that
 #: to be sure Flux has looked at it.
 FLUX_POLL = 5.0
+HEALTH_CHECKS = REPO_ROOT / "deploy" / "flux" / "health-checks.yaml"
+
+
+def health_check_exprs() -> list[dict[str, str]]:
+    """The ``spec.healthCheckExprs`` kpo ships for a Flux Kustomization."""
+    exprs: list[dict[str, str]] = yaml.safe_load(HEALTH_CHECKS.read_text())["spec"]["healthCheckExprs"]
+    return exprs
 
 
 @dataclass
@@ -75,6 +85,7 @@ class FluxControllers:
         self.folder = folder
         self.git_root = folder / "git"
         self.git_root.mkdir(parents=True, exist_ok=True)
+        (folder / "storage").mkdir(exist_ok=True)  # source-controller refuses a storage path that is not there
         self.git_port, storage, ports = free_port(), free_port(), [free_port() for _ in range(4)]
         self.git_url = f"http://127.0.0.1:{self.git_port}"
         kubeconfig = str(testbed.state.kube.kubeconfig)
@@ -155,8 +166,9 @@ class GitOps:
         """Commit; the revision as Flux names it (``main@sha1:<sha>``)."""
         return f"{self.repo.branch}@sha1:{self.repo.commit(files, message)}"
 
-    def deliver(self, timeout: str = "3m") -> None:
-        """Create the GitRepository (polled every 2 s) and the Kustomization (health checks up to ``timeout``)."""
+    def deliver(self, timeout: str = "3m", kpo_health_checks: bool = True) -> None:
+        """Create the GitRepository (polled every 2 s) and the Kustomization (health checks up to ``timeout``, with
+        kpo's CEL expressions unless ``kpo_health_checks`` is false: then kstatus alone)."""
         group, version, plural = SOURCE
         self.custom.create_namespaced_custom_object(group, version, self.namespace, plural, {
             "apiVersion": f"{group}/{version}", "kind": "GitRepository", "metadata": {"name": self.NAME},
@@ -167,7 +179,8 @@ class GitOps:
             "apiVersion": f"{group}/{version}", "kind": "Kustomization", "metadata": {"name": self.NAME},
             "spec": {"interval": "10m", "retryInterval": "5s", "timeout": timeout, "path": "./", "prune": True,
                      "wait": True, "targetNamespace": self.namespace,
-                     "sourceRef": {"kind": "GitRepository", "name": self.NAME}}})
+                     "sourceRef": {"kind": "GitRepository", "name": self.NAME},
+                     **({"healthCheckExprs": health_check_exprs()} if kpo_health_checks else {})}})
 
     def kustomization(self) -> dict[str, Any]:
         group, version, plural = KUSTOMIZE
