@@ -26,12 +26,13 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.helm_support import free_port, kubectl
+from e2e.helm_support import kubectl
 from e2e.kube_support import GROUP, VERSION, wait_until
 from e2e.operator_support import terminate
 from kpo_testbed import Testbed
 from kpo_testbed.flux import FluxBinaries, GitRepository
 from kpo_testbed.paths import REPO_ROOT, TESTBED_DIR
+from kpo_testbed.procs import free_ports
 
 SOURCE = ("source.toolkit.fluxcd.io", "v1", "gitrepositories")
 KUSTOMIZE = ("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
@@ -86,7 +87,7 @@ class FluxControllers:
         self.git_root = folder / "git"
         self.git_root.mkdir(parents=True, exist_ok=True)
         (folder / "storage").mkdir(exist_ok=True)  # source-controller refuses a storage path that is not there
-        self.git_port, storage, ports = free_port(), free_port(), [free_port() for _ in range(4)]
+        self.git_port, storage, *ports = free_ports(6)  # held together, so six distinct ports
         self.git_url = f"http://127.0.0.1:{self.git_port}"
         kubeconfig = str(testbed.state.kube.kubeconfig)
         self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(folder), "KUBECONFIG": kubeconfig,

@@ -34,8 +34,8 @@ MESSAGES = 400
 def flux(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FluxControllers]:
     controllers = FluxControllers(testbed, tmp_path_factory.mktemp("flux"))
     controllers.install_crds()
-    controllers.start()
     try:
+        controllers.start()
         yield controllers
     finally:
         controllers.stop()
