@@ -3,11 +3,13 @@
 # kube-controller-manager, kubectl and helm (Go module proxy). Everything lands in a cache outside the repository,
 # keyed by version, so a second run only checks that the binaries are there.
 #
-#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|prometheus|argocd|node|coredns]
+#   testbed/provision.sh [all|base|kafka|k8s|etcd|helm|prometheus|argocd|flux|node|coredns]
 #
 # `base` is Kafka, etcd, the Kubernetes control plane and helm (what `make demo` needs); `prometheus` is prometheus and
-# promtool (the alert-rule tests and e2e/test_prometheus.py: `make test`, `make e2e`); `argocd` is argocd-health, kpo's Argo
-# CD health check run in Argo CD's own Lua VM (e2e/argocd_support.py: `make test`, `make e2e`); `all` adds `node`: containerd, kubelet and kube-scheduler, CoreDNS, the pause image, a Debian base image and kpo's
+# promtool (the alert-rule tests and e2e/test_prometheus.py: `make test`, `make e2e`); `argocd` is argocd-health, kpo's
+# Argo CD health check run in Argo CD's own Lua VM (e2e/argocd_support.py); `flux` is Flux's source-controller and
+# kustomize-controller with their CRDs (e2e/test_flux.py); `all` adds `node`: containerd, kubelet and kube-scheduler,
+# CoreDNS, the pause image, a Debian base image and kpo's
 # operator and planner images built from the Dockerfile, for the test bed's real node (testbed/node/node.sh).
 #
 # Prints the cache root on success. Stops with a message naming the missing tool or unreachable registry otherwise.
@@ -35,6 +37,7 @@ helm_dir=$cache/helm-$HELM_VERSION
 coredns_dir=$cache/coredns-$COREDNS_VERSION
 prometheus_dir=$cache/prometheus-$PROMETHEUS_VERSION
 argocd_dir=$cache/argocd-$ARGOCD_VERSION
+flux_dir=$cache/flux-source-$FLUX_SOURCE_CONTROLLER_VERSION-kustomize-$FLUX_KUSTOMIZE_CONTROLLER_VERSION
 
 go_registry_hint="the Go module proxy must be reachable (GOPROXY=$(go env GOPROXY 2>/dev/null || echo unset)); check the network or set GOPROXY"
 
@@ -233,6 +236,46 @@ provision_argocd() {
   mkdir -p "$argocd_dir" && rm -rf "$argocd_dir/bin" && mv "$work/bin" "$argocd_dir/bin" && rm -rf "$work"
 }
 
+# Flux's source-controller and kustomize-controller: one wrapper module (testbed/go/flux) whose tool directives pin both
+# main packages. Their go.mod files replace a few modules (go-digest, kustomize's api and kyaml, yaml.v3); a consumer's
+# build ignores those, so they are copied from each controller's own go.mod into the wrapper's, once each (their
+# `./api` replaces left out: they point into the controller's tree; the served api module is the same code). Each
+# controller's CRDs (config/crd/bases in its module zip) go beside the binaries, for e2e/flux_support.py to install.
+provision_flux() {
+  [ -x "$flux_dir/bin/source-controller" ] && [ -x "$flux_dir/bin/kustomize-controller" ] \
+    && [ -d "$flux_dir/crds" ] && return 0
+  need go "install Go >= 1.26 and put it on PATH"
+  local work m mods=() began=$SECONDS
+  work=$(mktemp -d "$cache/flux-build.XXXX")
+  sed -e "s/@FLUX_SOURCE_CONTROLLER_VERSION@/v$FLUX_SOURCE_CONTROLLER_VERSION/g" \
+      -e "s/@FLUX_KUSTOMIZE_CONTROLLER_VERSION@/v$FLUX_KUSTOMIZE_CONTROLLER_VERSION/g" \
+      "$here/go/flux/go.mod.in" > "$work/go.mod"
+  [ -f "$here/go/flux/go.sum" ] && cp "$here/go/flux/go.sum" "$work/"
+  log "building Flux source-controller v$FLUX_SOURCE_CONTROLLER_VERSION and kustomize-controller v$FLUX_KUSTOMIZE_CONTROLLER_VERSION (first time: about 11 CPU-minutes, 14 minutes on 2 busy cores, 1.9 GB peak)"
+  for m in "github.com/fluxcd/source-controller@v$FLUX_SOURCE_CONTROLLER_VERSION" \
+           "github.com/fluxcd/kustomize-controller@v$FLUX_KUSTOMIZE_CONTROLLER_VERSION"; do
+    mods+=("$(cd "$work" && go mod download -json "$m" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')") \
+      && [ -f "${mods[-1]}/go.mod" ] || die "could not resolve $m: $go_registry_hint"
+  done
+  awk '/^replace \(/ { block = 1; next }
+       block && /^\)/ { block = 0; next }
+       block { if ($0 !~ /=> *\.\.?\//) print "replace " $0; next }
+       /^replace / && $0 !~ /=> *\.\.?\// { print }' "${mods[0]}/go.mod" "${mods[1]}/go.mod" \
+    | sed -e 's/^replace[[:space:]]*/replace /' -e 's/[[:space:]]*$//' | awk '!seen[$0]++' >> "$work/go.mod"
+  # -e: past source-controller's test-only github.com/fluxcd/pkg/helmtestserver, which the proxy does not serve (its
+  # complaint goes to tidy.log, shown only if the build fails).
+  (cd "$work" && go mod tidy -e >/dev/null 2>tidy.log) \
+    || die "could not resolve the Flux controllers' dependencies: $go_registry_hint"
+  (cd "$work" && mkdir bin && go build -trimpath -ldflags "-s -w" -o bin/ \
+      github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller) \
+    || { cat "$work/tidy.log" >&2; die "go build of the Flux controllers failed (see above)"; }
+  cp "$work/go.sum" "$here/go/flux/go.sum" 2>/dev/null || true
+  mkdir -p "$work/crds" && cp "${mods[0]}"/config/crd/bases/*.yaml "${mods[1]}"/config/crd/bases/*.yaml "$work/crds/"
+  mkdir -p "$flux_dir" && rm -rf "$flux_dir/bin" "$flux_dir/crds" && mv "$work/bin" "$work/crds" "$flux_dir/" \
+    && rm -rf "$work"
+  log "Flux controllers built in $((SECONDS - began)) s"
+}
+
 image_archive() {  # name tag -> the OCI archive containerd imports
   echo "$images_dir/$1-$2.oci.tar"
 }
@@ -323,10 +366,11 @@ case "$what" in
   coredns) provision_coredns ;;
   prometheus) provision_prometheus ;;
   argocd) provision_argocd ;;
-  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus; provision_argocd; provision_node_packages
-       provision_node_bins
+  flux) provision_flux ;;
+  all) provision_kafkas; provision_etcd; provision_helm; provision_k8s; provision_prometheus; provision_argocd
+       provision_flux; provision_node_packages; provision_node_bins
        provision_coredns; provision_images ;;
   node) provision_node_packages; provision_node_bins; provision_coredns; provision_images ;;
-  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, prometheus, argocd, node, coredns)" ;;
+  *) die "unknown component '$what' (all, base, kafka, k8s, etcd, helm, prometheus, argocd, flux, node, coredns)" ;;
 esac
 echo "$cache"
