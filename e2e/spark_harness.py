@@ -246,7 +246,21 @@ def driver_template(app: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ the webhook
 
 class _AdmissionHandler(http.server.BaseHTTPRequestHandler):
+    #: Seconds a connection may stay silent (the API server gives the webhook 10 s).
+    timeout = 15
+
+    def setup(self) -> None:
+        # The TLS handshake here, in the connection's own thread and under its timeout: done in accept (the default),
+        # one client that connects and stays silent would stop the whole server, and every later admission call
+        # would fail with "failed calling webhook".
+        self.request.settimeout(self.timeout)
+        self.request.do_handshake()
+        super().setup()
+
     def do_POST(self) -> None:
+        if getattr(self.server, "unanswered", False):
+            self.close_connection = True  # a webhook pod going away: the API server reads EOF
+            return
         review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         request = review.get("request") or {}
         refusal = admission_refusal(request.get("object") or {}, request.get("oldObject")) \
@@ -267,6 +281,15 @@ class _AdmissionHandler(http.server.BaseHTTPRequestHandler):
         return
 
 
+class _WebhookServer(http.server.ThreadingHTTPServer):
+    #: Set while the webhook is "down": every call is dropped unanswered.
+    unanswered = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A connection that failed its handshake or timed out is the client's business, not a traceback on stderr.
+        log.debug("webhook connection from %s failed", client_address, exc_info=True)
+
+
 class AdmissionWebhook:
     """The validating webhook, served on loopback with its own CA and registered with the API server."""
 
@@ -274,7 +297,7 @@ class AdmissionWebhook:
         self.admission = client.AdmissionregistrationV1Api(api)
         self.pki = scratch / "webhook-pki"
         self.namespace_labels = dict(namespace_labels)
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AdmissionHandler)
+        self.server = _WebhookServer(("127.0.0.1", 0), _AdmissionHandler)
         self._thread = threading.Thread(target=self.server.serve_forever, name="spark-webhook", daemon=True)
 
     def _certificates(self) -> bytes:
@@ -295,7 +318,8 @@ class AdmissionWebhook:
         ca = self._certificates()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.pki / "tls.crt", self.pki / "tls.key")
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
         self._thread.start()
         port = self.server.server_address[1]
         hook = client.V1ValidatingWebhook(
@@ -309,6 +333,16 @@ class AdmissionWebhook:
         config = client.V1ValidatingWebhookConfiguration(
             metadata=client.V1ObjectMeta(name=f"spark-operator-stand-in-{port}"), webhooks=[hook])
         self.name = str(self.admission.create_validating_webhook_configuration(config).metadata.name)
+
+    @contextlib.contextmanager
+    def unanswered(self) -> Iterator[None]:
+        """The webhook registered but not answering (its pod restarting): with ``failurePolicy: Fail``, as the
+        chart sets it, the API server refuses every SparkApplication with a 500 "failed calling webhook"."""
+        self.server.unanswered = True
+        try:
+            yield
+        finally:
+            self.server.unanswered = False
 
     def stop(self) -> None:
         try:
@@ -433,11 +467,27 @@ class SparkOperatorHarness:
 
         def run() -> None:
             try:
-                self._submit(app)
+                if self._still_new(app):
+                    self._submit(app)
             finally:
                 with self._lock:
                     self._busy.discard(key)
         threading.Thread(target=run, daemon=True).start()
+
+    def _still_new(self, app: Mapping[str, Any]) -> bool:
+        """Whether ``app`` is still as listed. The resync lists every half second, so a list taken just before the
+        previous submission wrote SUBMITTED can reach here after that submission let go of the key: submitting from
+        it again would run spark-submit twice (its driver pod already exists). The real controller reconciles a key
+        from its informer's cache, updated by the watch event of its own status write; a fresh read is the stand-in's
+        equivalent."""
+        meta = app["metadata"]
+        try:
+            now = self.custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], PLURAL, meta["name"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return bool(now["metadata"]["resourceVersion"] == meta["resourceVersion"])
 
     def _submit(self, app: dict[str, Any]) -> None:
         """submitSparkApplication: SUBMITTED, or SUBMISSION_FAILED with spark-submit's stderr."""
