@@ -337,6 +337,33 @@ def test_the_same_plan_through_a_spark_application(api_client: client.ApiClient,
                                                                     PLURAL)["items"], 60, "the application's deletion")
 
 
+def test_a_spark_operator_webhook_that_does_not_answer_is_said_and_the_plan_goes_on_when_it_does(
+        api_client: client.ApiClient, spark_operator: OperatorProcess, spark_harness: SparkOperatorHarness,
+        kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str) -> None:
+    """The Spark Operator's webhook down (failurePolicy Fail): the API server refuses the SparkApplication with a 500.
+    That is neither an API outage (which would pause every tick in silence) nor a refusal of the manifest (which would
+    fail the plan): the resource stays Planning with PlanningJobNotStarted and the API server's words, and the plan
+    is made once the webhook answers again."""
+    with _namespace(api_client, "e2es", spark=True) as resources:
+        _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+        custom = client.CustomObjectsApi(api_client)
+        with spark_harness.webhook.unanswered():
+            resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3],
+                                                     "topics": [topic_name]}})
+
+            def not_started() -> dict[str, Any] | None:
+                found = resources.condition(KPR, "drain", "Progressing")
+                return found if found is not None and found["reason"] == "PlanningJobNotStarted" else None
+            progressing = wait_until(not_started, 120, "PlanningJobNotStarted")
+            assert "failed calling webhook" in progressing["message"], progressing
+            assert resources.status(KPR, "drain")["phase"] == "Planning"
+            assert custom.list_namespaced_custom_object(GROUP, VERSION, resources.namespace, PLURAL)["items"] == []
+        status = resources.wait_phase(KPR, "drain", {"Proposed", "Failed", "Invalid"}, timeout=600)
+        assert status["phase"] == "Proposed", status
+        apps = custom.list_namespaced_custom_object(GROUP, VERSION, resources.namespace, PLURAL)["items"]
+        assert len(apps) == 1 and apps[0]["status"]["applicationState"]["state"] == "COMPLETED", apps
+
+
 # Two Spark runs one after the other: 596 s were measured on the bed's two busy cores, past the suite's 600 s default
 # once the operator's teardown is counted.
 @pytest.mark.timeout(1200)

@@ -95,6 +95,13 @@ def test_planning_stays_while_the_job_runs_and_restarts_a_lost_job() -> None:
     assert lost.phase is Phase.PLANNING and lost.start_job
 
 
+def test_planning_stays_and_starts_again_saying_why_the_last_start_did_not_take() -> None:
+    said = "SparkApplication kpo/drain-0a1b2c3d-plan-1-1 could not be created: failed calling webhook"
+    d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.NONE, said), None, view())
+    assert d.phase is Phase.PLANNING and d.start_job
+    assert d.reason == "PlanningJobNotStarted" and said in d.message and not d.events
+
+
 def test_planning_to_failed_with_the_jobs_message() -> None:
     d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.FAILED, "OutOfMemoryError: Java heap space"), None,
                         view())

@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 _REFUSED = frozenset({400, 403, 422})
 
 
+def _webhook_unreachable(exc: ApiException) -> bool:
+    """The API server's 500 for an admission webhook it could not call (down, timed out, a bad certificate)."""
+    return exc.status == 500 and "failed calling webhook" in _api_message(exc)
+
+
 def _api_message(exc: ApiException) -> str:
     """The message of a refusal: the Status body's ``message``, else the exception's reason."""
     try:
@@ -59,6 +64,10 @@ class PlanningJobs:
         self._running: dict[tuple[str, int], RunningJob] = {}
         # SparkApplications the API server refused, by (uid, generation): poll reports the refusal once.
         self._refused: dict[tuple[str, int], str] = {}
+        # SparkApplications not created for want of an answer from an admission webhook, by (uid, generation).
+        self._unstarted: dict[tuple[str, int], str] = {}
+        # Resources whose application could not be created, said in the log until one is.
+        self._unstarted_said: set[str] = set()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------------ paths
@@ -95,6 +104,20 @@ class PlanningJobs:
         try:
             self.apps.create(body_of_app)
         except ApiException as exc:
+            if _webhook_unreachable(exc):
+                # The API server is up but the Spark Operator's webhook (failurePolicy Fail) did not answer: not an
+                # API outage, and not a refusal of this manifest. The plan stays Planning and says so; the next tick
+                # tries again.
+                said = _api_message(exc)
+                with self._lock:
+                    first = meta["uid"] not in self._unstarted_said
+                    self._unstarted_said.add(meta["uid"])
+                    self._unstarted[(meta["uid"], generation)] = \
+                        f"SparkApplication {namespace}/{app_name} could not be created: {bounded_message(said)}"
+                if first:  # said once, not on every tick until the webhook answers
+                    log.warning("%s/%s: SparkApplication %s/%s not created (tried again on every tick): %s",
+                                meta["namespace"], meta["name"], namespace, app_name, said)
+                return
             if exc.status not in _REFUSED:
                 raise
             # Refused by the API server or the Spark Operator's admission webhook: the same manifest would be refused
@@ -105,6 +128,9 @@ class PlanningJobs:
             with self._lock:
                 self._refused[(meta["uid"], generation)] = \
                     f"SparkApplication {namespace}/{app_name} was refused: {bounded_message(said)}"
+            return
+        with self._lock:
+            self._unstarted_said.discard(meta["uid"])
 
     # ------------------------------------------------------------------------------------------------- poll
 
@@ -139,7 +165,9 @@ class PlanningJobs:
         namespace = settings.namespace or meta["namespace"]
         app = self.apps.latest(namespace, meta["uid"], generation)
         if app is None:
-            return Job(JobStatus.NONE)
+            with self._lock:
+                unstarted = self._unstarted.pop((meta["uid"], generation), "")
+            return Job(JobStatus.NONE, unstarted)
         name = f"SparkApplication {namespace}/{app['metadata']['name']}"
         state = (app.get("status") or {}).get("applicationState") or {}
         error = str(state.get("errorMessage") or "")
@@ -205,6 +233,10 @@ class PlanningJobs:
         with self._lock:
             jobs = [k for k in self._running if k[0] == meta["uid"]]
             running = [self._running.pop(k) for k in jobs]
+            self._unstarted_said.discard(meta["uid"])
+            for said in (self._refused, self._unstarted):  # what a poll would have reported: nobody will poll now
+                for key in [k for k in said if k[0] == meta["uid"]]:
+                    del said[key]
         for job in running:
             job.cancel()
         if self.config.backend != "local":

@@ -21,7 +21,8 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
   every live broker demoted or in ``excludeLeaders``, RelieveCapacity on brokers that report no dir capacity,
   RebalanceDisks naming a broker with one dir),
   *Stopped* (``spec.stop``), or *Planning* (the job is started).
-- **Planning** stays while the job runs (and starts it again if the operator restarted and lost it); transitions to
+- **Planning** stays while the job runs (and starts it again if the operator restarted and lost it, or if the last
+  start did not take: ``PlanningJobNotStarted``, with what the API server said); transitions to
   *Failed* (the job failed: its own message; or RelieveCapacity's threshold is unreachable and nothing would move:
   ``ThresholdUnreachable``), *Succeeded* (nothing to move, and no selected partition led by a broker
   that must lead nothing), *Invalid* (the proposal would do what the spec does not allow, see
@@ -64,6 +65,9 @@ PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
 #: RelieveCapacity cannot bring every dir under its threshold: Proposed with the best reachable state, or Failed
 #: when that state moves nothing.
 THRESHOLD_UNREACHABLE = "ThresholdUnreachable"
+#: The planning job could not be started (the Spark Operator's admission webhook did not answer): Planning says why
+#: and starts it again on the next tick.
+PLANNING_JOB_NOT_STARTED = "PlanningJobNotStarted"
 
 
 @dataclass(frozen=True)
@@ -337,6 +341,11 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
         return PlanningDecision(Phase.PLANNING, "Planning", f"planning {intent.request.goal.value}",
                                 start_job=True)
     if phase is Phase.PLANNING:
+        if job.status is JobStatus.NONE and job.message:
+            # The last start did not take (an admission webhook that did not answer): said, and tried again.
+            return PlanningDecision(Phase.PLANNING, PLANNING_JOB_NOT_STARTED,
+                                    f"starting the planning job again; the last attempt: {job.message}",
+                                    start_job=True)
         if job.status is JobStatus.NONE:
             return PlanningDecision(Phase.PLANNING, "Planning", "starting the planning job", start_job=True)
         if job.status is JobStatus.RUNNING:
