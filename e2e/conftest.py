@@ -35,6 +35,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.e2e)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report carries the tail of each running operator's log: in CI the logs are gone after the
+    run, and a status that never changed says nothing of why."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        for operator in sorted(OperatorProcess.running, key=lambda o: str(o.log_path)):
+            report.sections.append((f"operator log {operator.log_path} (last 80 lines)", operator.log_tail(80)))
+    return report
+
+
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     shared = Testbed.open(REPO_ROOT / ".testbed")

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 from kubernetes.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 
@@ -21,6 +22,9 @@ from kpo_testbed.paths import REPO_ROOT
 
 
 class OperatorProcess:
+    #: Every operator started in this session and not stopped: a failing test's report shows their logs' tails.
+    running: ClassVar[set[OperatorProcess]] = set()
+
     def __init__(self, env: dict[str, str], log_path: Path, namespaces: list[str] | None = None,
                  umask: int = -1, metrics_port: int = 0) -> None:
         self.env = env
@@ -45,6 +49,7 @@ class OperatorProcess:
                                      env=self.env, cwd=REPO_ROOT, umask=self.umask,
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
+        OperatorProcess.running.add(self)
         time.sleep(1.0)
         assert self.proc.poll() is None, f"the operator exited at once:\n{self.log_tail()}"
 
@@ -56,6 +61,7 @@ class OperatorProcess:
 
     def stop(self) -> None:
         terminate(self.proc)
+        OperatorProcess.running.discard(self)
 
     def peak_rss_bytes(self) -> int:
         """The operator process's peak resident set size so far (VmHWM), from /proc."""
