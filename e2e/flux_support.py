@@ -143,9 +143,13 @@ def _port_answers(port: int) -> bool:
         return False
 
 
+def kpo_manifest(kind: str, name: str, spec: dict[str, Any]) -> str:
+    return yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name},
+                           "spec": spec}, sort_keys=False)
+
+
 def kpr_manifest(name: str, spec: dict[str, Any]) -> str:
-    return yaml.safe_dump({"apiVersion": f"{GROUP}/{VERSION}", "kind": "PartitionReassignment",
-                           "metadata": {"name": name}, "spec": spec}, sort_keys=False)
+    return kpo_manifest("PartitionReassignment", name, spec)
 
 
 class GitOps:

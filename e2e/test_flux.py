@@ -17,14 +17,15 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
-from e2e.flux_support import FLUX_POLL, FluxControllers, GitOps, held, kpr_manifest
-from e2e.kafka_support import create_topic, replicas_of, wait_for
+from e2e.flux_support import FLUX_POLL, FluxControllers, GitOps, held, kpo_manifest, kpr_manifest
+from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
 from kpo_testbed import Testbed
 
 pytestmark = pytest.mark.usefixtures("kpo_operator")
 KPR = "PartitionReassignment"
+KTPC, KPLE = "TopicPartitionCount", "PreferredLeaderElection"
 # ~4 MB a partition: at the throttle's 50 kB/s a move stays in flight for about a minute (the first MiB goes at once),
 # long enough for Flux's 5 s health-check polls and a commit to land mid-move.
 MESSAGES = 400
@@ -114,6 +115,38 @@ def test_a_failing_reassignment_fails_the_kustomization(gitops: GitOps, kafka_ad
     gitops.wait_ready("True", fixed, timeout=180)
     assert replicas_of(kafka_admin, topic_name) == {0: [3, 2]}
     assert resources.status(KPR, "impossible")["phase"] == "Succeeded"
+
+
+def test_a_partition_count_and_an_election_from_git_fail_and_succeed_as_kpo_and_kafka_say(
+        gitops: GitOps, kafka_admin: AdminClient, topic_name: str, resources: Resources) -> None:
+    """The other two kinds through the same health expressions: a TopicPartitionCount that would shrink the topic fails
+    the Kustomization (Kafka keeps its 6 partitions); the commit that grows it instead and adds a
+    PreferredLeaderElection makes it Ready once kpo says both are done, and Kafka shows 12 partitions, each led by its
+    preferred replica."""
+    create_topic(kafka_admin, topic_name, 6, replication_factor=2)
+    shrink = gitops.commit({"grow.yaml": kpo_manifest(KTPC, "grow", {"topic": topic_name, "partitions": 4})},
+                           "shrink the topic")
+    gitops.deliver()
+    failed = gitops.wait_ready("False", shrink, timeout=120)
+    assert failed["reason"] == "HealthCheckFailed", failed
+    assert f"TopicPartitionCount/{resources.namespace}/grow status: 'Failed'" in failed["message"], failed
+    refused = resources.condition(KTPC, "grow", "Ready")
+    assert refused is not None and refused["reason"] == "PartitionDecrease", refused
+    assert len(describe_topic(kafka_admin, topic_name)) == 6
+
+    grow = gitops.commit({"grow.yaml": kpo_manifest(KTPC, "grow", {"topic": topic_name, "partitions": 12}),
+                          "elect.yaml": kpo_manifest(KPLE, "elect", {"topics": [topic_name]})},
+                         "grow the topic, then elect its preferred leaders")
+    ready = gitops.wait_ready("True", grow, timeout=180)
+    described = wait_for(lambda: (found := describe_topic(kafka_admin, topic_name)) and len(found) == 12
+                         and found, 30, "12 partitions in DescribeTopics")
+    assert all(leader == replicas[0] for replicas, leader, _ in described.values()), described
+    flux_at = datetime.fromisoformat(ready["lastTransitionTime"])
+    for kind, name in ((KTPC, "grow"), (KPLE, "elect")):
+        assert resources.status(kind, name)["phase"] == "Succeeded", resources.status(kind, name)
+        kpo_ready = resources.condition(kind, name, "Ready")
+        assert kpo_ready is not None and kpo_ready["status"] == "True", kpo_ready
+        assert flux_at >= datetime.fromisoformat(kpo_ready["lastTransitionTime"]).replace(microsecond=0)
 
 
 def test_a_commit_retargets_the_move_in_flight(gitops: GitOps, kafka_admin: AdminClient, bootstrap_servers: str,
