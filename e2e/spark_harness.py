@@ -259,6 +259,7 @@ class _AdmissionHandler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         if getattr(self.server, "unanswered", False):
+            self.server.dropped += 1  # type: ignore[attr-defined]
             self.close_connection = True  # a webhook pod going away: the API server reads EOF
             return
         review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
@@ -284,6 +285,8 @@ class _AdmissionHandler(http.server.BaseHTTPRequestHandler):
 class _WebhookServer(http.server.ThreadingHTTPServer):
     #: Set while the webhook is "down": every call is dropped unanswered.
     unanswered = False
+    #: How many calls were dropped, for a test to know that attempts went on.
+    dropped = 0
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A connection that failed its handshake or timed out is the client's business, not a traceback on stderr.

@@ -99,7 +99,18 @@ def test_planning_stays_and_starts_again_saying_why_the_last_start_did_not_take(
     said = "SparkApplication kpo/drain-0a1b2c3d-plan-1-1 could not be created: failed calling webhook"
     d = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.NONE, said), None, view())
     assert d.phase is Phase.PLANNING and d.start_job
-    assert d.reason == "PlanningJobNotStarted" and said in d.message and not d.events
+    assert d.reason == "PlanningJobNotStarted" and said in d.message
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "PlanningJobNotStarted")]
+
+
+def test_a_start_that_keeps_failing_is_said_by_one_event_not_one_per_tick() -> None:
+    said = "SparkApplication kpo/drain-0a1b2c3d-plan-1-1 could not be created: failed calling webhook"
+    again = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.NONE, said), None, view(),
+                            previous_reason="PlanningJobNotStarted")
+    assert again.reason == "PlanningJobNotStarted" and again.start_job and not again.events
+    after_an_outage = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.NONE, said), None, view(),
+                                      previous_reason="KafkaUnavailable")
+    assert len(after_an_outage.events) == 1
 
 
 def test_planning_to_failed_with_the_jobs_message() -> None:

@@ -319,12 +319,16 @@ def changed_since(proposal: Proposal, view: ClusterView) -> list[str]:
 
 
 def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
-                    view: ClusterView) -> PlanningDecision:
+                    view: ClusterView, *, previous_reason: str = "") -> PlanningDecision:
+    """``previous_reason`` is the reason the status shows now: a start that keeps failing is said by one Event when it
+    first fails, not by one per tick."""
     decision = _decide(phase, intent, job, proposal, view)
     assert decision.phase in PLANNING_TRANSITIONS[phase], f"illegal {phase.value} -> {decision.phase.value}"
-    if decision.phase is not phase:
+    if decision.phase is not phase or (decision.reason == PLANNING_JOB_NOT_STARTED
+                                       and previous_reason != PLANNING_JOB_NOT_STARTED):
         event = transition_event(phase, decision.phase, decision.reason, decision.message,
-                                 warning=decision.phase in (Phase.FAILED, Phase.INVALID))
+                                 warning=decision.phase in (Phase.FAILED, Phase.INVALID)
+                                 or decision.reason == PLANNING_JOB_NOT_STARTED)
         decision = PlanningDecision(**{**decision.__dict__, "events": (*decision.events, event)})
     return decision
 

@@ -38,7 +38,12 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
     decide_planning,
     selected_topics,
 )
-from kpo.resources.partition_reassignment.status import planning_status, proposal_status, summary_status
+from kpo.resources.partition_reassignment.status import (
+    condition_of,
+    planning_status,
+    proposal_status,
+    summary_status,
+)
 
 
 class JobBackend(Protocol):
@@ -122,7 +127,9 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
     try:
         snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics)
         job = jobs.poll(body) if phase is Phase.PLANNING else Job(JobStatus.NONE)
-        decision = decide_planning(phase, intent, job, current, snap.view)
+        shown = condition_of(status, cond.PROGRESSING)
+        decision = decide_planning(phase, intent, job, current, snap.view,
+                                   previous_reason=shown.reason if shown is not None else "")
         if decision.start_job:
             jobs.start(body, intent.request, snap.brokers, snap.partitions)
     except KafkaUnavailable as exc:
