@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,9 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 from kubernetes import client
 
+from e2e.concurrency_support import metric_sum, scrape_metrics
 from e2e.conftest import SESSION
+from e2e.helm_support import free_port
 from e2e.kafka_support import create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources, wait_until
 from e2e.node_support import PLANNER_ACCOUNT, planner_service_account, work_volume_conf
@@ -36,6 +39,7 @@ SHARED_NAMESPACES = f"e2ex-{SESSION}-*"
 TIMEOUT_NAMESPACES = f"e2et-{SESSION}-*"
 REFUSED_NAMESPACES = f"e2er-{SESSION}-*"
 FAILING_NAMESPACES = f"e2ef-{SESSION}-*"
+QUIET_NAMESPACES = f"e2eq-{SESSION}-*"
 IMAGE_JOB_FILE = "local:///opt/kpo/planner-job.py"
 # The stand-in's --namespace-selector: it acts only in namespaces labelled so (and its webhook only there).
 SPARK_LABEL = "kpo.dev/e2e-spark-operator"
@@ -224,6 +228,42 @@ def test_remove_brokers_plan_is_proposed_approved_and_carried_out(kafka_admin: A
     # A tick posts its Events once its status is written: the last one may still be on its way.
     wait_for(lambda: {"Planning", "Proposed", "Approved", "CordonUnavailable", "Succeeded"} <= {
         e.reason for e in resources.events("drain")}, 20, "the Planning, Proposed, Approved and Succeeded events")
+
+
+def test_a_running_planning_job_is_not_polled_with_a_cluster_snapshot(
+        kpo_crds: None, kubeconfig: Path, bootstrap_servers: str, api_client: client.ApiClient,
+        kafka_admin: AdminClient, topic_name: str, tmp_path: Path) -> None:
+    """A planning snapshot is every selected partition with its DescribeLogDirs sizes: read when the job starts and
+    when its answer is judged, not on every poll while the job runs (counted by kpo's own kpo_kafka_requests_total;
+    ListPartitionReassignments is sent by nothing else on an operator with no execution)."""
+    port = free_port()
+    operator = OperatorProcess(operator_env(kubeconfig, bootstrap_servers), tmp_path / "operator.log",
+                               namespaces=[QUIET_NAMESPACES], metrics_port=port)
+    operator.start()
+
+    def listed() -> float:
+        return metric_sum(scrape_metrics(port), "kpo_kafka_requests_total", request="ListPartitionReassignments") \
+            or 0.0
+    try:
+        with _namespace(api_client, "e2eq") as resources:
+            _spread_topic(kafka_admin, bootstrap_servers, topic_name)
+            resources.create(KPR, "drain", {"plan": {"goal": "RemoveBrokers", "brokers": [3],
+                                                     "topics": [topic_name]}})
+
+            def running() -> bool:
+                found = resources.condition(KPR, "drain", "Progressing")
+                return found is not None and "the planning job is running" in found["message"]
+            wait_until(running, 120, "the planning job running")
+            before, since = listed(), time.monotonic()
+            status = resources.wait_phase(KPR, "drain", {"Proposed", "Failed", "Invalid"}, timeout=300)
+            ran, after = time.monotonic() - since, listed()
+            assert status["phase"] == "Proposed", status
+            # Ticks come every second (KPO_POLL_INTERVAL=1): a job running this long was polled several times, and
+            # only the tick that read its answer (and judged it against the cluster) took a snapshot.
+            assert ran > 3, f"the job ran only {ran:.1f}s: too short to tell"
+            assert after - before <= 1, f"{after - before:.0f} snapshots in the {ran:.0f}s the job ran"
+    finally:
+        operator.stop()
 
 
 @pytest.mark.usefixtures("kpo_operator")

@@ -13,6 +13,7 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
     JobStatus,
     PlanIntent,
     decide_planning,
+    needs_cluster,
     selected_topics,
 )
 
@@ -93,6 +94,24 @@ def test_planning_stays_while_the_job_runs_and_restarts_a_lost_job() -> None:
     assert running.phase is Phase.PLANNING and not running.start_job
     lost = decide_planning(Phase.PLANNING, intent(), Job(JobStatus.NONE), None, view())
     assert lost.phase is Phase.PLANNING and lost.start_job
+
+
+def test_a_tick_reads_the_cluster_unless_the_job_runs_or_the_plan_is_stopped() -> None:
+    assert not needs_cluster(Phase.PLANNING, intent(), Job(JobStatus.RUNNING))
+    assert not needs_cluster(Phase.PLANNING, intent(stop=True), Job(JobStatus.SUCCEEDED))
+    for phase, job in ((Phase.PENDING, Job(JobStatus.NONE)), (Phase.PLANNING, Job(JobStatus.NONE)),
+                       (Phase.PLANNING, Job(JobStatus.SUCCEEDED)), (Phase.PLANNING, Job(JobStatus.FAILED, "x")),
+                       (Phase.PROPOSED, Job(JobStatus.NONE))):
+        assert needs_cluster(phase, intent(), job), (phase, job)
+
+
+def test_what_a_tick_decides_without_the_cluster_does_not_depend_on_it() -> None:
+    unread = ClusterView(brokers={}, partitions={})
+    for phase, spec, job in ((Phase.PLANNING, intent(), Job(JobStatus.RUNNING)),
+                             (Phase.PENDING, intent(stop=True), Job(JobStatus.NONE)),
+                             (Phase.PROPOSED, intent(stop=True), Job(JobStatus.NONE))):
+        assert not needs_cluster(phase, spec, job)
+        assert decide_planning(phase, spec, job, None, unread) == decide_planning(phase, spec, job, None, view())
 
 
 def test_planning_stays_and_starts_again_saying_why_the_last_start_did_not_take() -> None:

@@ -318,6 +318,13 @@ def changed_since(proposal: Proposal, view: ClusterView) -> list[str]:
     return reasons
 
 
+def needs_cluster(phase: Phase, intent: PlanIntent, job: Job) -> bool:
+    """Whether this tick's decision reads the cluster. A planning snapshot is every selected partition with its
+    DescribeLogDirs sizes (hundreds of MB at a million partitions); while the job runs, or for a stop, the decision
+    does not look at it, so the tick does not ask Kafka for it on every poll."""
+    return not intent.stop and not (phase is Phase.PLANNING and job.status is JobStatus.RUNNING)
+
+
 def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
                     view: ClusterView, *, previous_reason: str = "") -> PlanningDecision:
     """``previous_reason`` is the reason the status shows now: a start that keeps failing is said by one Event when it

@@ -36,6 +36,7 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
     PlanIntent,
     PlanningDecision,
     decide_planning,
+    needs_cluster,
     selected_topics,
 )
 from kpo.resources.partition_reassignment.status import (
@@ -65,6 +66,10 @@ class Snapshot:
     view: ClusterView
     brokers: list[BrokerInfo]
     partitions: list[PartitionRecord]
+
+
+#: What a tick that does not read the cluster (:func:`plan_lifecycle.needs_cluster`) hands the decision.
+_UNREAD = Snapshot(ClusterView(brokers={}, partitions={}), [], [])
 
 
 def snapshot(kafka: KafkaAdmin, request: PlanRequest, *, allow_internal: bool = False) -> Snapshot:
@@ -125,12 +130,15 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
     stored = proposals.load(meta["namespace"], meta["name"])
     current = stored[0] if stored is not None and stored[1] == intent.request else None
     try:
-        snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics)
+        # A running job's poll consumes nothing; any other answer is read again on the next poll if Kafka fails now.
         job = jobs.poll(body) if phase is Phase.PLANNING else Job(JobStatus.NONE)
+        snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics) \
+            if needs_cluster(phase, intent, job) else _UNREAD
         shown = condition_of(status, cond.PROGRESSING)
         decision = decide_planning(phase, intent, job, current, snap.view,
                                    previous_reason=shown.reason if shown is not None else "")
         if decision.start_job:
+            assert snap is not _UNREAD, "a job starts only from a snapshot"
             jobs.start(body, intent.request, snap.brokers, snap.partitions)
     except KafkaUnavailable as exc:
         return unavailable_outcome(status, str(exc), now, reason=exc.reason)
