@@ -230,12 +230,13 @@ def test_remove_brokers_plan_is_proposed_approved_and_carried_out(kafka_admin: A
         e.reason for e in resources.events("drain")}, 20, "the Planning, Proposed, Approved and Succeeded events")
 
 
-def test_a_running_planning_job_is_not_polled_with_a_cluster_snapshot(
+def test_a_running_planning_job_or_a_waiting_proposal_is_not_polled_with_a_cluster_snapshot(
         kpo_crds: None, kubeconfig: Path, bootstrap_servers: str, api_client: client.ApiClient,
         kafka_admin: AdminClient, topic_name: str, tmp_path: Path) -> None:
     """A planning snapshot is every selected partition with its DescribeLogDirs sizes: read when the job starts and
-    when its answer is judged, not on every poll while the job runs (counted by kpo's own kpo_kafka_requests_total;
-    ListPartitionReassignments is sent by nothing else on an operator with no execution)."""
+    when its answer is judged, not on every poll while the job runs or while the proposal waits for its approval
+    (counted by kpo's own kpo_kafka_requests_total; ListPartitionReassignments is sent by nothing else on an operator
+    with no execution)."""
     port = free_port()
     operator = OperatorProcess(operator_env(kubeconfig, bootstrap_servers), tmp_path / "operator.log",
                                namespaces=[QUIET_NAMESPACES], metrics_port=port)
@@ -262,6 +263,10 @@ def test_a_running_planning_job_is_not_polled_with_a_cluster_snapshot(
             # only the tick that read its answer (and judged it against the cluster) took a snapshot.
             assert ran > 3, f"the job ran only {ran:.1f}s: too short to tell"
             assert after - before <= 1, f"{after - before:.0f} snapshots in the {ran:.0f}s the job ran"
+            # Nor while the proposal waits for its approval: five ticks, no snapshot.
+            time.sleep(5)
+            assert listed() == after, f"{listed() - after:.0f} snapshots while the proposal waited"
+            assert resources.status(KPR, "drain")["phase"] == "Proposed"
     finally:
         operator.stop()
 

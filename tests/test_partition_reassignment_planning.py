@@ -96,22 +96,33 @@ def test_planning_stays_while_the_job_runs_and_restarts_a_lost_job() -> None:
     assert lost.phase is Phase.PLANNING and lost.start_job
 
 
-def test_a_tick_reads_the_cluster_unless_the_job_runs_or_the_plan_is_stopped() -> None:
-    assert not needs_cluster(Phase.PLANNING, intent(), Job(JobStatus.RUNNING))
-    assert not needs_cluster(Phase.PLANNING, intent(stop=True), Job(JobStatus.SUCCEEDED))
-    for phase, job in ((Phase.PENDING, Job(JobStatus.NONE)), (Phase.PLANNING, Job(JobStatus.NONE)),
-                       (Phase.PLANNING, Job(JobStatus.SUCCEEDED)), (Phase.PLANNING, Job(JobStatus.FAILED, "x")),
-                       (Phase.PROPOSED, Job(JobStatus.NONE))):
-        assert needs_cluster(phase, intent(), job), (phase, job)
+def test_a_tick_reads_the_cluster_unless_the_job_runs_a_proposal_waits_or_the_plan_is_stopped() -> None:
+    waiting = Proposal(id="p1", generation=2, targets={T0: (1, 2)}, basis={T0: (2, 3)})
+    assert not needs_cluster(Phase.PLANNING, intent(), Job(JobStatus.RUNNING), None)
+    assert not needs_cluster(Phase.PROPOSED, intent(), Job(JobStatus.NONE), waiting)
+    assert not needs_cluster(Phase.PLANNING, intent(stop=True), Job(JobStatus.SUCCEEDED), None)
+    for phase, spec, job, proposal in (
+            (Phase.PENDING, intent(), Job(JobStatus.NONE), None),
+            (Phase.PLANNING, intent(), Job(JobStatus.NONE), None),
+            (Phase.PLANNING, intent(), Job(JobStatus.SUCCEEDED), None),
+            (Phase.PLANNING, intent(), Job(JobStatus.FAILED, "x"), None),
+            (Phase.PROPOSED, intent(), Job(JobStatus.NONE), None),  # lost: planned again, from a snapshot
+            (Phase.PROPOSED, intent(approved="p1"), Job(JobStatus.NONE), waiting),  # checked against the cluster
+            (Phase.PROPOSED, intent(automatic=True), Job(JobStatus.NONE), waiting)):
+        assert needs_cluster(phase, spec, job, proposal), (phase, spec, job)
 
 
 def test_what_a_tick_decides_without_the_cluster_does_not_depend_on_it() -> None:
     unread = ClusterView(brokers={}, partitions={})
-    for phase, spec, job in ((Phase.PLANNING, intent(), Job(JobStatus.RUNNING)),
-                             (Phase.PENDING, intent(stop=True), Job(JobStatus.NONE)),
-                             (Phase.PROPOSED, intent(stop=True), Job(JobStatus.NONE))):
-        assert not needs_cluster(phase, spec, job)
-        assert decide_planning(phase, spec, job, None, unread) == decide_planning(phase, spec, job, None, view())
+    waiting = Proposal(id="p1", generation=2, targets={T0: (1, 2)}, basis={T0: (2, 3)})
+    for phase, spec, job, proposal in ((Phase.PLANNING, intent(), Job(JobStatus.RUNNING), None),
+                                       (Phase.PROPOSED, intent(), Job(JobStatus.NONE), waiting),
+                                       (Phase.PROPOSED, intent(approved="other"), Job(JobStatus.NONE), waiting),
+                                       (Phase.PENDING, intent(stop=True), Job(JobStatus.NONE), None),
+                                       (Phase.PROPOSED, intent(stop=True), Job(JobStatus.NONE), waiting)):
+        assert not needs_cluster(phase, spec, job, proposal)
+        assert decide_planning(phase, spec, job, proposal, unread) == \
+            decide_planning(phase, spec, job, proposal, view()), (phase, spec)
 
 
 def test_planning_stays_and_starts_again_saying_why_the_last_start_did_not_take() -> None:

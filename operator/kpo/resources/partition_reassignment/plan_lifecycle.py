@@ -318,11 +318,22 @@ def changed_since(proposal: Proposal, view: ClusterView) -> list[str]:
     return reasons
 
 
-def needs_cluster(phase: Phase, intent: PlanIntent, job: Job) -> bool:
+def needs_cluster(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None) -> bool:
     """Whether this tick's decision reads the cluster. A planning snapshot is every selected partition with its
-    DescribeLogDirs sizes (hundreds of MB at a million partitions); while the job runs, or for a stop, the decision
-    does not look at it, so the tick does not ask Kafka for it on every poll."""
-    return not intent.stop and not (phase is Phase.PLANNING and job.status is JobStatus.RUNNING)
+    DescribeLogDirs sizes (hundreds of MB at a million partitions); while the job runs, while a proposal waits for
+    its approval (hours, maybe), or for a stop, the decision does not look at it, so the tick does not ask Kafka for
+    it on every poll."""
+    if intent.stop:
+        return False
+    if phase is Phase.PLANNING:
+        return job.status is not JobStatus.RUNNING
+    if phase is Phase.PROPOSED:
+        return proposal is None or _approved(intent, proposal)
+    return True
+
+
+def _approved(intent: PlanIntent, proposal: Proposal) -> bool:
+    return intent.automatic or intent.approved_id == proposal.id
 
 
 def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
@@ -386,8 +397,7 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
         return PlanningDecision(Phase.PLANNING, "ProposalLost",
                                 "the proposal ConfigMap is gone or answers another request: planning again",
                                 start_job=True)
-    approved = intent.automatic or intent.approved_id == proposal.id
-    if not approved:
+    if not _approved(intent, proposal):
         return _proposed(proposal, intent, proposal.unreached, awaiting_approval=True)
     if problems := proposal_problems(proposal, view, intent):
         return _invalid(problems)

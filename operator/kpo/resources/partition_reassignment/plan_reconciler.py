@@ -133,7 +133,7 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
         # A running job's poll consumes nothing; any other answer is read again on the next poll if Kafka fails now.
         job = jobs.poll(body) if phase is Phase.PLANNING else Job(JobStatus.NONE)
         snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics) \
-            if needs_cluster(phase, intent, job) else _UNREAD
+            if needs_cluster(phase, intent, job, current) else _UNREAD
         shown = condition_of(status, cond.PROGRESSING)
         decision = decide_planning(phase, intent, job, current, snap.view,
                                    previous_reason=shown.reason if shown is not None else "")
