@@ -130,7 +130,8 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
     stored = proposals.load(meta["namespace"], meta["name"])
     current = stored[0] if stored is not None and stored[1] == intent.request else None
     try:
-        # A running job's poll consumes nothing; any other answer is read again on the next poll if Kafka fails now.
+        # Polled before the snapshot, so a running job costs no snapshot. Should Kafka fail after a poll that ended
+        # the job, the next tick polls again: an answer the job wrote is read again, a job that left none starts again.
         job = jobs.poll(body) if phase is Phase.PLANNING else Job(JobStatus.NONE)
         snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics) \
             if needs_cluster(phase, intent, job, current) else _UNREAD
