@@ -99,7 +99,10 @@ def test_log_dir_moves_count_against_max_moves_as_kafka_shows_them(
     all three end in the dir named."""
     partitions = [0, 1, 2]
     create_topic(kafka_admin, topic_name, len(partitions), assignment=[[1] for _ in partitions])
-    fill(bootstrap_servers, topic_name, partitions, messages=150)
+    # 3 MB each: Kafka's quota measures its rate over at least ten 1 s windows, so a copy that starts after a quiet
+    # spell may pass ~10 s worth of the rate (2 MB here) at disk speed. With 1.5 MB a whole copy once finished between
+    # two samples (a CI run saw two of the three).
+    fill(bootstrap_servers, topic_name, partitions, messages=300)
     adapter = kafka(bootstrap_servers)
     current = adapter.log_dirs([topic_name], [1]).replica_dirs
     tps = [TopicPartition(topic_name, p) for p in partitions]
