@@ -319,10 +319,10 @@ def changed_since(proposal: Proposal, view: ClusterView) -> list[str]:
 
 
 def needs_cluster(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None) -> bool:
-    """Whether this tick's decision reads the cluster. A planning snapshot is every selected partition with its
-    DescribeLogDirs sizes (hundreds of MB at a million partitions); while the job runs, while a proposal waits for
-    its approval (hours, maybe), or for a stop, the decision does not look at it, so the tick does not ask Kafka for
-    it on every poll."""
+    """Whether this tick's decision reads the cluster. A planning snapshot is every selected partition with each
+    replica's size from DescribeLogDirs (a million and more on a big cluster); while the job runs, while a proposal
+    waits for its approval (hours, maybe), or for a stop, the decision does not look at it, so the tick does not ask
+    Kafka for it on every poll."""
     if intent.stop:
         return False
     if phase is Phase.PLANNING:
