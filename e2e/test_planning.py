@@ -403,7 +403,7 @@ def test_a_spark_operator_webhook_that_does_not_answer_is_said_and_the_plan_goes
             assert "failed calling webhook" in progressing["message"], progressing
             assert resources.status(KPR, "drain")["phase"] == "Planning"
             # Said once, not once per tick: the Event stays alone while further attempts fail.
-            said = resources.wait_event("drain", "PlanningJobNotStarted")
+            resources.wait_event("drain", "PlanningJobNotStarted")
             dropped = spark_harness.webhook.server.dropped
             wait_until(lambda: spark_harness.webhook.server.dropped >= dropped + 8, 120, "more dropped attempts")
             said = [e for e in resources.events("drain") if e.reason == "PlanningJobNotStarted"]
