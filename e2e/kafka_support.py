@@ -88,6 +88,22 @@ def replicas_of(admin: AdminClient, name: str) -> dict[int, list[int]]:
     return {p: r for p, (r, _, _) in describe_topic(admin, name).items()}
 
 
+def assert_replicas(admin: AdminClient, name: str, expected: dict[int, list[int]], within: float = 10.0) -> None:
+    """Assert the brokers show ``expected`` as the topic's replicas, allowing ``within`` seconds for them to learn it.
+
+    The controller commits a finished move and every broker learns it from the metadata log a moment later;
+    DescribeTopics is answered by whichever broker the client picks. The operator may read the finished move from one
+    broker and the test ask another that has not applied the record yet: a CI run saw ``[3, 1, 2]`` (the move's
+    replicas) right after the operator had seen ``[3, 1]`` and reported Succeeded. A state Kafka never reaches still
+    fails, with the replicas last seen.
+    """
+    deadline, seen = time.monotonic() + within, replicas_of(admin, name)
+    while seen != expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+        seen = replicas_of(admin, name)
+    assert seen == expected, f"Kafka shows {seen} for {name}, not {expected}"
+
+
 def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int | None) -> None:
     """Set (rate) or remove (None) a replication throttle on the brokers and all replicas of the topic."""
     op = ConfigEntry

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
 from kubernetes import client
 
 from e2e.conftest import SESSION
-from e2e.kafka_support import create_topic, describe_topic, replicas_of
+from e2e.kafka_support import assert_replicas, create_topic, describe_topic
 from e2e.kube_support import Resources, wait_until
 from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from e2e.reassignment_support import ongoing, spec_partitions
@@ -179,7 +179,7 @@ def test_wrong_password_is_named_once_backs_off_and_lets_go(testbed: Testbed, ka
         assert len(events) == 1, events
         assert WRONG_PASSWORD not in events[0]
     assert len(describe_topic(kafka_admin, topic_name)) == 2
-    assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3]}
+    assert_replicas(kafka_admin, topic_name, {0: [1, 2], 1: [2, 3]})
     assert auth_operator.log_text().count(WRONG_PASSWORD) == 0
 
     # Nothing was ever sent, so nothing holds the finalizers: both go at once.
@@ -214,7 +214,7 @@ def test_principal_without_acls_is_told_not_authorized(kafka_admin: AdminClient,
     for name in ("grow", "move", "elect"):
         assert len(_events(resources, name, "NotAuthorized")) == 1
     assert len(describe_topic(kafka_admin, topic_name)) == 2
-    assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3]}
+    assert_replicas(kafka_admin, topic_name, {0: [1, 2], 1: [2, 3]})
 
 
 def test_describe_only_throttle_fails_records_nothing_and_lets_go(kafka_admin: AdminClient, bootstrap_servers: str,
@@ -241,7 +241,7 @@ def test_describe_only_throttle_fails_records_nothing_and_lets_go(kafka_admin: A
         assert ThrottleJournal.from_json(json.loads(recorded) if recorded else None).empty, recorded
         assert len(resources.wait_event("throttled", "NotAuthorized")) == 1
         assert ongoing(bootstrap_servers, topic_name) == {}
-        assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3]}
+        assert_replicas(kafka_admin, topic_name, {0: [1, 2], 1: [2, 3]})
 
         # The failed resource holds nothing: with the move itself now allowed, another one on the same partitions
         # (no throttle) goes ahead instead of waiting in Conflict.
@@ -250,7 +250,7 @@ def test_describe_only_throttle_fails_records_nothing_and_lets_go(kafka_admin: A
         after = resources.wait_phase(KPR, "after", {"Failed", "Succeeded", "Invalid"}, timeout=120)
         assert after["phase"] == "Succeeded", after
         assert not [e for e in resources.events("after") if e.reason == "Conflict"]
-        assert replicas_of(kafka_admin, topic_name) == {0: [2, 3], 1: [3, 1]}
+        assert_replicas(kafka_admin, topic_name, {0: [2, 3], 1: [3, 1]})
 
         began = time.monotonic()
         resources.delete(KPR, "throttled")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from e2e.kafka_support import create_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, kafka, ongoing, spec_partitions, throttled
 from kpo.domain.model import TopicPartition
@@ -152,7 +152,7 @@ def test_a_destination_broker_down_mid_move_is_reported_once_and_progress_stays_
         assert len(ongoing(bootstrap_servers, topic_name)) == 2, "Kafka agrees: both still moving"
     resources.patch_spec(KPR, "dest-down", {"execution": {"throttle": 50_000_000}})
     resources.wait_phase(KPR, "dest-down", "Succeeded", timeout=120)
-    assert replicas_of(kafka_admin, topic_name) == {0: [victim], 1: [victim]}
+    assert_replicas(kafka_admin, topic_name, {0: [victim], 1: [victim]})
     # Succeeded may be written while the returned broker's throttle is still being taken back (Ready=False,
     # Progressing=True/ThrottleCleanupPending, docs/api.md); Ready follows once it is.
     wait_for(lambda: _condition(resources, "dest-down", "Ready")["status"] == "True", 60,

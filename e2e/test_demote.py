@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, create_topic, describe_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill
 
@@ -51,7 +51,7 @@ def test_a_demoted_broker_leads_nothing_keeps_its_replicas_and_is_restored_on_re
     resources.patch_spec(KPR, "demote", {"stop": True})
     status = resources.wait_phase(KPR, "demote", {"Reverted", "Failed"}, timeout=120)
     assert status["phase"] == "Reverted", status
-    assert replicas_of(kafka_admin, topic_name) == dict(enumerate(ASSIGNMENT))
+    assert_replicas(kafka_admin, topic_name, dict(enumerate(ASSIGNMENT)))
 
 
 def _reorder(bootstrap_servers: str, topic: str, lists: dict[int, list[int]]) -> None:

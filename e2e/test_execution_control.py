@@ -13,7 +13,15 @@ from kafka.admin import KafkaAdminClient
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.kafka_support import broker_rate, create_topic, describe_topic, replicas_of, topic_list, wait_for
+from e2e.kafka_support import (
+    assert_replicas,
+    broker_rate,
+    create_topic,
+    describe_topic,
+    replicas_of,
+    topic_list,
+    wait_for,
+)
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
 from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
@@ -92,7 +100,7 @@ def test_max_moves_per_broker_direction_is_never_exceeded(kafka_admin: AdminClie
         assert max(sending.values(), default=0) <= 1, f"two moves copy out of one broker: {sample}"
     # The limit is per direction, not per broker: moves sharing a broker in opposite directions do run together.
     assert max(len(s) for s in busy) >= 2, f"never more than one move in flight: {busy}"
-    assert replicas_of(kafka_admin, topic_name) == targets
+    assert_replicas(kafka_admin, topic_name, targets)
 
 
 def _set(admin: AdminClient, kind: ConfigResource.Type, name: str, key: str, value: str | None) -> None:
@@ -171,7 +179,7 @@ def test_deleting_the_namespace_of_a_throttled_move_cancels_it_and_takes_the_thr
 
     wait_for(gone, 180, f"namespace {doomed} to be deleted (the finalizer let go)")
     assert ongoing(bootstrap_servers, topic_name) == {}, "the moves were cancelled"
-    assert replicas_of(kafka_admin, topic_name) == {0: [1], 1: [2]}
+    assert_replicas(kafka_admin, topic_name, {0: [1], 1: [2]})
     wait_for(lambda: broker_rate(kafka_admin, 1) is None and broker_rate(kafka_admin, 2) is None, 30,
              "kpo's rates to be removed")
     assert topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas") == set()
@@ -193,7 +201,7 @@ def test_incremental_moves_one_replica_at_a_time(kafka_admin: AdminClient, boots
         for partition, move in sample.items():
             assert len(move["adding_replicas"]) <= 1, f"more than one new replica at once: {move}"
             assert len(move["replicas"]) <= len(targets[partition]) + 1, f"replica set above RF+1: {move}"
-    assert replicas_of(kafka_admin, topic_name) == targets
+    assert_replicas(kafka_admin, topic_name, targets)
 
 
 def test_revert_restores_every_original_including_completed(kafka_admin: AdminClient, bootstrap_servers: str,
@@ -209,7 +217,7 @@ def test_revert_restores_every_original_including_completed(kafka_admin: AdminCl
         assert replicas_of(kafka_admin, topic_name)[0] == [2]
         resources.patch_spec(KPR, "undo", {"stop": True})
         status = resources.wait_phase(KPR, "undo", "Reverted", timeout=120)
-    assert replicas_of(kafka_admin, topic_name) == original
+    assert_replicas(kafka_admin, topic_name, original)
     assert ongoing(bootstrap_servers, topic_name) == {}
     assert status["skipped"] == []
     resources.wait_event("undo", "Reverted")

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
 from e2e.flux_support import FLUX_POLL, FluxControllers, GitOps, held, kpo_manifest, kpr_manifest
-from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, create_topic, describe_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, ongoing, spec_partitions, throttled
 from kpo_testbed import Testbed
@@ -75,7 +75,7 @@ def test_kustomization_is_ready_only_after_the_reassignment_succeeded(
     assert ready["reason"] == "ReconciliationSucceeded" and revision in ready["message"], ready
     assert gitops.kustomization()["status"]["lastAppliedRevision"] == revision
     # Kafka's view: the move is done, nothing is left moving.
-    assert replicas_of(kafka_admin, topic_name) == {0: [2, 3]}
+    assert_replicas(kafka_admin, topic_name, {0: [2, 3]})
     assert ongoing(bootstrap_servers, topic_name) == {}
     # And the order: Flux turned Ready no earlier than kpo's Ready (written at Succeeded).
     kpo_ready = resources.condition(KPR, "moving", "Ready")
@@ -106,14 +106,14 @@ def test_a_failing_reassignment_fails_the_kustomization(gitops: GitOps, kafka_ad
     healthy = gitops.condition("Healthy")
     assert healthy["status"] == "False" and healthy["reason"] == "HealthCheckFailed", healthy
     # Kafka's view: nothing moved, nothing is moving.
-    assert replicas_of(kafka_admin, topic_name) == {0: [1, 2]}
+    assert_replicas(kafka_admin, topic_name, {0: [1, 2]})
     assert ongoing(bootstrap_servers, topic_name) == {}
 
     # The fix is a commit too: Flux goes Ready once kpo has carried it out.
     fixed = gitops.commit({"impossible.yaml": kpr_manifest("impossible", {
         "partitions": spec_partitions(topic_name, {0: [3, 2]})})}, "move p0 to brokers that exist")
     gitops.wait_ready("True", fixed, timeout=180)
-    assert replicas_of(kafka_admin, topic_name) == {0: [3, 2]}
+    assert_replicas(kafka_admin, topic_name, {0: [3, 2]})
     assert resources.status(KPR, "impossible")["phase"] == "Succeeded"
 
 
@@ -172,7 +172,7 @@ def test_a_commit_retargets_the_move_in_flight(gitops: GitOps, kafka_admin: Admi
     ready = gitops.wait_ready("True", second)
     assert gitops.kustomization()["status"]["lastAppliedRevision"] == second, ready
     # Kafka's view: the second target, and no replica left on broker 2 (KIP-236's intermediate replica).
-    assert replicas_of(kafka_admin, topic_name) == {0: [3]}
+    assert_replicas(kafka_admin, topic_name, {0: [3]})
     assert ongoing(bootstrap_servers, topic_name) == {}
     assert resources.status(KPR, "retarget")["phase"] == "Succeeded"
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 import kpo.__main__
 from e2e.argocd_support import argocd_health
 from e2e.helm_support import kubectl
-from e2e.kafka_support import create_topic, replicas_of
+from e2e.kafka_support import assert_replicas, create_topic, replicas_of
 from e2e.kube_support import Resources, wait_until
 from e2e.reassignment_support import fill, spec_partitions, throttled
 from kpo_testbed import Testbed
@@ -54,7 +54,7 @@ def test_reassignment_wait_and_argocd_health_through_its_life(testbed: Testbed, 
     obj = resources.get(KPR, "moving")
     assert obj["status"]["phase"] == "Succeeded"
     assert argocd_health(obj)[0] == "Healthy"
-    assert replicas_of(kafka_admin, topic_name) == {0: [2, 3]}
+    assert_replicas(kafka_admin, topic_name, {0: [2, 3]})
 
     # Broker 9 does not exist: Invalid, Stalled, and Argo CD says Degraded with kpo's reason.
     resources.create(KPR, "impossible", {"partitions": spec_partitions(topic_name, {0: [3, 9]})})

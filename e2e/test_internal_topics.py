@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from e2e.kafka_support import create_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
 from e2e.reassignment_support import kafka, ongoing, spec_partitions
@@ -118,7 +118,7 @@ def test_kafka_refuses_a_replication_factor_change_when_kpo_says_it_is_not_one(
         grown = adapter.alter_reassignments({p2: (3,)}, allow_replication_factor_change=False)[p2]
         assert grown is not None and grown.code == "INVALID_REPLICATION_FACTOR"
         wait_for(lambda: not ongoing(bootstrap_servers, topic_name), 30, "the reorder to finish")
-        assert replicas_of(kafka_admin, topic_name) == {0: [1, 2, 3], 1: [1, 3, 2], 2: [3, 1, 2]}
+        assert_replicas(kafka_admin, topic_name, {0: [1, 2, 3], 1: [1, 3, 2], 2: [3, 1, 2]})
         # The same request with the flag true: Kafka changes the factor.
         assert adapter.alter_reassignments({p0: (1, 2)}, allow_replication_factor_change=True) == {p0: None}
         wait_for(lambda: replicas_of(kafka_admin, topic_name)[0] == [1, 2], 30, "the factor to drop to 2")
@@ -137,7 +137,7 @@ def test_an_acknowledged_decrease_runs_and_each_move_is_submitted_once(
     assert _submissions(kpo_operator, namespace, "shrink") == []
     resources.patch_spec(KPR, "shrink", {"allowReplicationFactorDecrease": True})
     status = resources.wait_phase(KPR, "shrink", "Succeeded", timeout=90)
-    assert replicas_of(kafka_admin, topic_name) == target
+    assert_replicas(kafka_admin, topic_name, target)
     assert status["progress"]["completed"] == 6 and status["failures"] == []
     # Every partition was sent once: a move that finished within a tick was never taken for pending again.
     sent = _submissions(kpo_operator, namespace, "shrink")

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
 from e2e.helm_support import Release, installed_on_node, kubectl
-from e2e.kafka_support import broker_rate, create_topic, replicas_of, topic_list
+from e2e.kafka_support import assert_replicas, broker_rate, create_topic, topic_list
 from e2e.kube_support import Resources, wait_until
 from e2e.reassignment_support import fill, spec_partitions
 from e2e.test_execution_control import Sampler
@@ -181,7 +181,7 @@ def test_deleting_the_leader_mid_flight_hands_over_within_15s_and_the_standby_fi
           f"Lease changes: {[(round(at - deleted_at, 1), h) for at, h in watch.changes]}")
     assert takeover <= TAKEOVER_LIMIT, f"takeover took {takeover:.1f} s"
     assert status["phase"] == "Succeeded", status
-    assert replicas_of(kafka_admin, topic_name) == targets
+    assert_replicas(kafka_admin, topic_name, targets)
     busy = [s for s in sampler.samples if s]
     assert busy, "no move was ever seen in flight"
     broken = [(i, _over_limits(s)) for i, s in enumerate(sampler.samples) if _over_limits(s)]

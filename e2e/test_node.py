@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
 from e2e.helm_support import RESTRICTED, Release, installed_on_node, kubectl
-from e2e.kafka_support import broker_rate, create_topic, replicas_of, topic_list
+from e2e.kafka_support import assert_replicas, broker_rate, create_topic, topic_list
 from e2e.kube_support import Resources, wait_until
 from e2e.reassignment_support import fill, spec_partitions
 from kpo_testbed import Testbed
@@ -98,7 +98,7 @@ def test_helm_install_runs_the_operator_pod_that_carries_a_reassignment(
     chart_operator.resources.create(KPR, "moved", {"partitions": spec_partitions(topic_name, targets)})
     status = chart_operator.resources.wait_phase(KPR, "moved", {"Succeeded", "Failed", "Invalid"}, timeout=180)
     assert status["phase"] == "Succeeded", status
-    assert replicas_of(kafka_admin, topic_name) == targets
+    assert_replicas(kafka_admin, topic_name, targets)
     # Probed all along and never restarted.
     pod = chart_operator.core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
     assert pod.status.container_statuses[0].restart_count == 0
@@ -139,7 +139,7 @@ def test_deleting_the_operator_pod_mid_flight_is_survived_through_the_deployment
     assert second.metadata.owner_references[0].kind == "ReplicaSet"
     status = resources.wait_phase(KPR, "survives", {"Succeeded", "Failed", "Invalid"}, timeout=240)
     assert status["phase"] == "Succeeded", status
-    assert replicas_of(kafka_admin, topic_name) == targets
+    assert_replicas(kafka_admin, topic_name, targets)
     # The new pod finished what the old one started, and cleaned up after it: no throttle left anywhere.
     assert _throttles_left(kafka_admin, topic_name) == []
 

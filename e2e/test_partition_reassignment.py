@@ -19,6 +19,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from e2e.kafka_support import (
+    assert_replicas,
     create_topic,
     describe_only,
     describe_topic,
@@ -106,7 +107,7 @@ def test_invalid_spec_sends_nothing_to_kafka(kafka_admin: AdminClient, bootstrap
     wait_for(lambda: reason in _reasons(resources, case), 20, f"a {reason} event")
     # Nothing partially applied: not even the valid second entry was sent, and no rollback ConfigMap was written.
     time.sleep(3)
-    assert replicas_of(kafka_admin, topic_name) == {0: [1, 2], 1: [2, 3]}
+    assert_replicas(kafka_admin, topic_name, {0: [1, 2], 1: [2, 3]})
     assert ongoing(bootstrap_servers, topic_name) == {}
     assert resources.config_map(f"{case}-rollback") is None
 
@@ -135,7 +136,7 @@ def test_spec_change_mid_flight_retargets_cancels_and_leaves_the_rest(
         assert status["observedGeneration"] == 2
         assert {(e["partition"], tuple(e["replicas"])) for e in status["inFlight"]} == {(0, (3,)), (2, (1,))}
     resources.wait_phase(KPR, "retarget", "Succeeded", timeout=120)
-    assert replicas_of(kafka_admin, topic_name) == {0: [3], 1: [2], 2: [1]}
+    assert_replicas(kafka_admin, topic_name, {0: [3], 1: [2], 2: [1]})
     assert ongoing(bootstrap_servers, topic_name) == {}
 
 
@@ -157,7 +158,7 @@ def test_stop_cancels_in_flight_and_keeps_completed(testbed: Testbed, kafka_admi
         resources.patch_spec(KPR, "stopme", {"stop": True})
         status = resources.wait_phase(KPR, "stopme", "Stopped", timeout=60)
         assert ongoing(bootstrap_servers, topic_name) == {}
-        assert replicas_of(kafka_admin, topic_name) == {0: [2], 1: [2], 2: [3]}
+        assert_replicas(kafka_admin, topic_name, {0: [2], 1: [2], 2: [3]})
         assert status["inFlight"] == []
         ready = resources.condition(KPR, "stopme", "Ready")
         assert ready is not None and ready["status"] == "False"
@@ -176,7 +177,7 @@ def test_delete_while_running(kafka_admin: AdminClient, bootstrap_servers: str, 
         wait_for(lambda: not resources.exists(KPR, name), 60, "the resource to be gone")
         if policy == "Cancel":
             assert ongoing(bootstrap_servers, topic_name) == {}
-            assert replicas_of(kafka_admin, topic_name) == {0: [1]}
+            assert_replicas(kafka_admin, topic_name, {0: [1]})
         else:
             assert ongoing(bootstrap_servers, topic_name)[0].target == (2,)
     if policy == "Orphan":
@@ -204,7 +205,7 @@ def test_conflict_between_two_resources_waits_for_the_older(kafka_admin: AdminCl
         assert ongoing(bootstrap_servers, topic_name)[0].target == (2,), "first's move must not be overridden"
     resources.wait_phase(KPR, "first", "Succeeded", timeout=120)
     resources.wait_phase(KPR, "second", "Succeeded", timeout=120)
-    assert replicas_of(kafka_admin, topic_name) == {0: [3]}
+    assert_replicas(kafka_admin, topic_name, {0: [3]})
 
 
 def test_conflict_with_a_reassignment_kpo_did_not_start(kafka_admin: AdminClient, bootstrap_servers: str,
@@ -225,7 +226,7 @@ def test_conflict_with_a_reassignment_kpo_did_not_start(kafka_admin: AdminClient
             assert ongoing(bootstrap_servers, topic_name)[0].target == (2,), "never override someone else's move"
             assert outsider.alter_partition_reassignments({tp: None}) == {tp: None}
         resources.wait_phase(KPR, "latecomer", "Succeeded", timeout=120)
-        assert replicas_of(kafka_admin, topic_name) == {0: [3]}
+        assert_replicas(kafka_admin, topic_name, {0: [3]})
     finally:
         outsider.close()
 
@@ -254,7 +255,7 @@ def test_sigkill_mid_flight_resumes_without_resubmitting(kafka_admin: AdminClien
             kpo_operator.start()
     status = resources.wait_phase(KPR, "survivor", "Succeeded", timeout=120)
     assert status["progress"]["completed"] == 2
-    assert replicas_of(kafka_admin, topic_name) == {0: [3], 1: [3]}
+    assert_replicas(kafka_admin, topic_name, {0: [3], 1: [3]})
     transitions = [e.message for e in resources.events("survivor") if "->" in e.message]
     assert sum("Pending -> Executing" in m for m in transitions) == 1, transitions
 
@@ -277,7 +278,7 @@ def test_rollback_configmap_restores_the_original_placement(testbed: Testbed, ka
                for e in document["partitions"]]
     resources.create(KPR, "back", {"partitions": entries})
     resources.wait_phase(KPR, "back", "Succeeded", timeout=90)
-    assert replicas_of(kafka_admin, topic_name) == original
+    assert_replicas(kafka_admin, topic_name, original)
     # And kafka-reassign-partitions itself reads it as it is.
     verified = testbed.state.kafka.run_tool(
         "org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--bootstrap-server", bootstrap_servers,
@@ -311,7 +312,7 @@ def test_kafka_refusal_surfaces_as_failed(kafka_admin: AdminClient, bootstrap_se
         assert "CLUSTER_AUTHORIZATION_FAILED" in ready["message"]
         assert stalled is not None and stalled["status"] == "True"
         resources.wait_event("refused", "NotAuthorized")
-        assert replicas_of(kafka_admin, topic_name) == {0: [1, 2]}
+        assert_replicas(kafka_admin, topic_name, {0: [1, 2]})
         assert ongoing(bootstrap_servers, topic_name) == {}
 
 
@@ -336,7 +337,7 @@ def test_log_dirs_are_honoured(testbed: Testbed, kafka_admin: AdminClient, boots
     assert current[(tp0, 1)] == other_dir
     assert current[(tp1, 2)] == dirs2[1]
     assert future == {}
-    assert replicas_of(kafka_admin, topic_name) == {0: [1], 1: [2]}
+    assert_replicas(kafka_admin, topic_name, {0: [1], 1: [2]})
 
 
 def test_killing_the_active_controller_mid_flight_is_survived(testbed: Testbed, kafka_admin: AdminClient,
@@ -358,4 +359,4 @@ def test_killing_the_active_controller_mid_flight_is_survived(testbed: Testbed, 
         finally:
             testbed.start_node(controller)
     assert status["phase"] == "Succeeded", status
-    assert replicas_of(kafka_admin, topic_name) == {0: [others[1]]}
+    assert_replicas(kafka_admin, topic_name, {0: [others[1]]})

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from e2e.argocd_support import argocd_health
-from e2e.kafka_support import broker_rate, create_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, kafka, ongoing, spec_partitions
 from e2e.test_broker_loss import _roles, node_down
@@ -103,7 +103,7 @@ def test_pause_lets_the_move_in_flight_finish_starts_nothing_keeps_the_throttle_
         status = resources.status(KPR, "pause")
         assert status["phase"] == "Paused" and status["progress"]["completed"] == 1
         assert ongoing(bootstrap_servers, topic_name) == {}
-        assert replicas_of(kafka_admin, topic_name) == {0: [2], 1: [1], 2: [1]}
+        assert_replicas(kafka_admin, topic_name, {0: [2], 1: [1], 2: [1]})
         assert "0 move(s) in flight" in _condition(resources, "pause", "Progressing")["message"]
         assert status["throttle"]["rate"] == 50_000_000, "the throttle stays while paused"
         # kpo sets the rate on brokers 1 and 2 unless someone else's rate is there (left alone and not listed).
@@ -112,7 +112,7 @@ def test_pause_lets_the_move_in_flight_finish_starts_nothing_keeps_the_throttle_
 
         resources.patch_spec(KPR, "pause", {"execution": {"paused": False}})
         resources.wait_phase(KPR, "pause", "Succeeded", timeout=60)
-        assert replicas_of(kafka_admin, topic_name) == {0: [2], 1: [2], 2: [2]}
+        assert_replicas(kafka_admin, topic_name, {0: [2], 1: [2], 2: [2]})
         brokers = status["throttle"]["brokers"]
         wait_for(lambda: not resources.status(KPR, "pause").get("throttle"), 30, "throttle taken back")
         assert all(broker_rate(kafka_admin, b) is None for b in brokers)
@@ -181,7 +181,7 @@ def test_paused_time_is_not_execution_time_and_the_eta_does_not_grow_while_pause
         status = wait_for(succeeded, 120, "Succeeded", interval=0.2)
         done_at = time.monotonic()
         assert status is not None
-        assert replicas_of(kafka_admin, topic_name) == targets
+        assert_replicas(kafka_admin, topic_name, targets)
         assert not ongoing(bootstrap_servers, topic_name)
         progress = status["progress"]
         pause = resumed_at - paused_at

@@ -36,7 +36,7 @@ from e2e.helm_support import (
     private_control_plane,
     service_account_kubeconfig,
 )
-from e2e.kafka_support import create_topic, describe_only, replicas_of
+from e2e.kafka_support import assert_replicas, create_topic, describe_only
 from e2e.kube_support import GROUP, VERSION, Resources, wait_until
 from e2e.reassignment_support import spec_partitions
 from kpo_testbed import Testbed
@@ -131,7 +131,7 @@ def test_operator_as_the_chart_service_account(testbed: Testbed, plane: ControlP
                              "--timeout=120s", check=False, kubeconfig=plane.kubeconfig)
             assert waited.returncode == 0, f"{waited.stderr}\n{operator.log_text()[-4000:]}"
             assert resources.status(KPR, "as-sa")["phase"] == "Succeeded"
-            assert replicas_of(kafka_admin, topic_name) == {0: [2, 3], 1: [3, 1]}
+            assert_replicas(kafka_admin, topic_name, {0: [2, 3], 1: [3, 1]})
             assert resources.config_map("as-sa-rollback") is not None  # a ConfigMap it owns, created as the SA
             resources.wait_event("as-sa", "Succeeded")  # Events posted with the ServiceAccount's token
 

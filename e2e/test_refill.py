@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
 from e2e.helm_support import free_port, scrape
-from e2e.kafka_support import create_topic, replicas_of
+from e2e.kafka_support import assert_replicas, create_topic
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from e2e.reassignment_support import fill, spec_partitions
@@ -81,7 +81,7 @@ def test_freed_slots_are_refilled_between_polls_and_the_limit_holds(
     sent = re.findall(rf"{re.escape(topic_name)}-(\d+)->", refill_operator.log_text())
     submitted = {int(partition) for partition in sent}
 
-    assert replicas_of(kafka_admin, topic_name) == targets
+    assert_replicas(kafka_admin, topic_name, targets)
     assert submitted == set(targets), refill_operator.log_tail()
     # Most moves were started by passes between polls. (A pass right after a completion may also send again a
     # partition whose metadata still lists the replica being dropped: a move that copies nothing and touches no
