@@ -11,13 +11,15 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from kpo.domain.plan_contract import BrokerInfo, Goal, PartitionRecord, PlanMetrics, PlanRequest
-from kpo.planning.spark import job
+from kpo.planning.spark import candidate, job
+from kpo.planning.spark import plan as plan_module
 from kpo.planning.spark.plan import make_plan, read_snapshot
 from kpo.planning.spark.workdir import write_input
 
@@ -178,7 +180,38 @@ def test_a_replication_factor_increase_copies_only_the_new_replicas(spark: Spark
 
 @pytest.mark.parametrize("case", list(PROPERTY_CASES))
 def test_seeded_clusters_keep_every_rule(spark: SparkSession, tmp_path: Path, case: str) -> None:
-    seed, n, racks, partitions, factor, new, request = PROPERTY_CASES[case]
+    _keeps_every_rule(spark, tmp_path, case)
+
+
+FINISH_CASES = {
+    "remove 2 of 10 brokers in 5 racks": PROPERTY_CASES["remove 2 of 10 brokers in 5 racks"],
+    "rebalance, 20 brokers in 4 racks, 2 %": (4, 20, 4, 400, 3, 0, PlanRequest(goal=Goal.REBALANCE, tolerance=0.02)),
+}
+
+
+@pytest.mark.parametrize("case", list(FINISH_CASES))
+def test_the_driver_finish_of_the_byte_rounds_keeps_every_rule(spark: SparkSession, tmp_path: Path, case: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finish (kpo.planning.spark.finish) runs only above 100,000 replicas, too large for a unit test: here on
+    small inputs, without the greedy candidate, its plan is held to the same rules and figures."""
+    monkeypatch.setattr(plan_module, "FINISH_ABOVE", 0)
+    monkeypatch.setattr(candidate, "MAX_REPLICAS", 0)
+    changed: list[int] = []
+    monkeypatch.setattr(plan_module._Rounds, "finish", _counting(plan_module._Rounds.finish, changed))
+    _keeps_every_rule(spark, tmp_path, FINISH_CASES[case])
+    assert sum(changed) > 0, "the finish changed no partition"
+
+
+def _counting(method: Callable[[plan_module._Rounds], int], changed: list[int]) -> Callable[[plan_module._Rounds], int]:
+    def wrapper(self: plan_module._Rounds) -> int:
+        changed.append(method(self))
+        return changed[-1]
+    return wrapper
+
+
+def _keeps_every_rule(spark: SparkSession, tmp_path: Path,
+                      case: tuple[int, int, int, int, int, int, PlanRequest]) -> None:
+    seed, n, racks, partitions, factor, new, request = case
     infos, records = random_cluster(seed, n, racks, partitions, factor, new)
     folder = write_input(tmp_path / "input", request, infos, records)
     result = make_plan(read_snapshot(spark, str(folder)))

@@ -159,15 +159,17 @@ class Greedy:
 
     ``start`` are the replica lists to start from where they differ from the partitions' own (the planning job's,
     resized to the requested factor, ``None`` for a replica still to create); ``active`` the partitions the plan may
-    change, in the order given; ``offline`` the selected ones left out."""
+    change, in the order given; ``offline`` the selected ones left out. ``base_load`` is bytes per broker held by
+    partitions not given (the planning job's finish hands over only the partitions it may move)."""
 
     def __init__(self, facts: Setup, brokers: Iterable[int], partitions: Iterable[Partition], active: Iterable[Key],
-                 *, offline: Iterable[Key] = (), start: Mapping[Key, Sequence[int | None]] | None = None) -> None:
+                 *, offline: Iterable[Key] = (), start: Mapping[Key, Sequence[int | None]] | None = None,
+                 base_load: Mapping[int, int] | None = None) -> None:
         self.facts = facts
         self.spread = Spread(self.facts.rack_of, self.facts.kept_rack_of)
         self.parts: dict[Key, Partition] = {}
         self.slots: dict[Key, Slots] = {}
-        self.load: dict[int, int] = dict.fromkeys(brokers, 0)
+        self.load: dict[int, int] = dict.fromkeys(brokers, 0) | dict(base_load or {})
         for p in partitions:
             self.parts[p.key] = p
             slots: Slots = list(start[p.key]) if start is not None and p.key in start else list(p.replicas)

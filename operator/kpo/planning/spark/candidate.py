@@ -122,12 +122,14 @@ def greedy_plan(state: DataFrame, cluster: Cluster, request: PlanRequest) -> Can
     return Candidate(targets=targets, loads=loads, bytes_moved=moved, unplaced=result.unplaced)
 
 
-def with_targets(state: DataFrame, targets: Mapping[Key, tuple[int, ...]]) -> DataFrame:
-    """The state with the candidate's targets as the selected partitions' replicas (the others keep theirs)."""
+def with_targets(state: DataFrame, targets: Mapping[Key, tuple[int, ...]], unchanged: str = "original") -> DataFrame:
+    """The state with ``targets`` as the selected partitions' replicas; the selected partitions ``targets`` does not
+    name get their ``unchanged`` column (the candidate starts from ``original``; the finish keeps ``replicas``), the
+    others keep theirs."""
     spark = state.sparkSession
     rows = [(topic, partition, list(replicas)) for (topic, partition), replicas in sorted(targets.items())]
     assigned = spark.createDataFrame(rows, ASSIGNMENT).withColumnRenamed("replicas", "assigned")
-    replicas = F.when(F.col("selected"), F.coalesce("assigned", "original")).otherwise(F.col("replicas"))
+    replicas = F.when(F.col("selected"), F.coalesce("assigned", unchanged)).otherwise(F.col("replicas"))
     return (state.join(F.broadcast(assigned), ["topic", "partition"], "left")
             .withColumn("replicas", replicas).select(*STATE_COLUMNS))
 

@@ -7,7 +7,9 @@ from round to round by adding each round's changes; they are recounted from the 
 
 1. Read the snapshot, check it, decide the broker facts (:class:`kpo.planning.spark.cluster.Cluster`).
 2. Build the state: selection, replication factor (:mod:`kpo.planning.spark.prepare`).
-3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing; then, if
+3. Byte rounds until nothing is forced and every broker is inside the band, or a round moves nothing; on inputs too
+   large for the greedy candidate, a round that moves few replicas hands the rest to the greedy on the driver
+   (:mod:`kpo.planning.spark.finish`: a round costs seconds however few replicas it moves). Then, if
    brokers are still outside the band, relief rounds that bring the worst ones closer (:func:`decide_lift`,
    :func:`decide_relieve`): the band may be out of reach, the worst deviation still has to be as small as it can be.
 4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything).
@@ -38,9 +40,10 @@ from kpo.domain.plan_contract import (
     PlanRequest,
     parse_brokers,
 )
-from kpo.planning.spark import candidate, disks, leaders, moves, quality, relieve, storage
+from kpo.planning.spark import candidate, disks, finish, leaders, moves, quality, relieve, storage
 from kpo.planning.spark.cluster import Cluster, PlanError
 from kpo.planning.spark.demote import demote, lead_elsewhere
+from kpo.planning.spark.exprs import members
 from kpo.planning.spark.flow import handovers
 from kpo.planning.spark.prepare import offline_partitions, rack_bound, selection, to_state
 from kpo.planning.spark.rounds import (
@@ -58,6 +61,8 @@ MAX_BYTE_ROUNDS = 6
 MAX_RELIEF_ROUNDS = 4
 MAX_COUNT_ROUNDS = 2
 MAX_LEADER_ROUNDS = 4
+# Above this many replicas the byte rounds end with the driver's finish (:mod:`kpo.planning.spark.finish`).
+FINISH_ABOVE = candidate.MAX_REPLICAS
 
 log = logging.getLogger("kpo.planning.spark")
 
@@ -138,6 +143,8 @@ class _Rounds:
         self.closed = closed
         self.stats = moves.broker_stats(state, cluster)
         self.count = 0
+        # Too large for the greedy candidate: the byte rounds' last few replicas are placed on the driver instead.
+        self.finishing = sum(s.replicas for s in self.stats.values()) > FINISH_ABOVE
         self.last_sent: dict[int, float] = {}
         # Why the balancing rounds ended, for the note when the band is not reached.
         self.stopped = "its byte rounds ended"
@@ -168,13 +175,41 @@ class _Rounds:
             if plan.idle:
                 self.stopped = "its byte rounds found no quota left to fill"
                 return
-            if not self.move(plan):
+            moved = self.move(plan)
+            if self.finishing and moved < finish.FEW_MOVES and not any(
+                    s.forced_replicas for s in self.stats.values()):
+                self.finish()
+                return
+            if not moved:
                 if broad:
                     self.stopped = "a byte round moved nothing"
                     return
                 # Nothing could go where the quotas pointed: open every broker with room in the band instead.
                 broad = True
         self.stopped = f"it ran its {limit} byte rounds"
+
+    def finish(self) -> int:
+        """The last few replicas of the byte rounds, placed by the greedy on the driver (:mod:`finish`); how many
+        partitions it changed."""
+        senders = finish.sources(self.stats, self.cluster, self.request.tolerance)
+        if not senders:
+            self.stopped = "its byte rounds found no quota left to fill"
+            return 0
+        holding = members(senders)
+        rows = (self.state.filter(F.col("selected") & F.exists("replicas", holding.has))
+                .select("topic", "partition", "size", "replicas").collect())
+        targets = finish.finish([finish.Row(topic=r["topic"], partition=int(r["partition"]), size=int(r["size"]),
+                                            replicas=tuple(int(b) for b in r["replicas"])) for r in rows],
+                                self.stats, self.cluster, self.request)
+        self.count += 1
+        log.info("round %d (finish): %d partitions changed on the driver, from %d collected", self.count,
+                 len(targets), len(rows))
+        self.stopped = ("its byte rounds moved few replicas and the greedy that placed the last ones found no single "
+                        "replica move that brings a broker closer to the band")
+        if targets:
+            self.state = checkpoint(candidate.with_targets(self.state, targets, unchanged="replicas"))
+            self.recount()
+        return len(targets)
 
     def relief(self, limit: int) -> None:
         """When the byte rounds stop outside the band: lift the brokers below it from any broker above the mean,

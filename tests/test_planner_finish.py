@@ -1,0 +1,75 @@
+"""The byte rounds' finish on the driver (kpo.planning.spark.finish): which brokers' partitions it collects, and that
+the greedy, given only those partitions and the bytes of all others, balances the whole cluster and keeps the rules.
+Pure: no Spark session."""
+
+from __future__ import annotations
+
+from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
+from kpo.planning.spark.balance import band
+from kpo.planning.spark.cluster import Cluster
+from kpo.planning.spark.finish import GIVERS, Row, finish, outside_band, sources
+from kpo.planning.spark.rounds import BrokerStats
+
+RACKS = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+REQUEST = PlanRequest(goal=Goal.REBALANCE, tolerance=0.1)
+
+
+def _cluster() -> Cluster:
+    return Cluster.of(REQUEST, [BrokerInfo(id=b, rack=r) for b, r in RACKS.items()], list(RACKS))
+
+
+def _assignment() -> list[Row]:
+    """60 small partitions spread evenly over the racks (40 bytes a broker) and one of 12 bytes on brokers 1 and 4,
+    which puts them above the band of 44 +- 10 % while the others are inside it."""
+    pairs = [(1, 3), (3, 5), (5, 1), (2, 4), (4, 6), (6, 2)]
+    rows = [Row("small", i, 2, pairs[i % len(pairs)]) for i in range(60)]
+    return [*rows, Row("large", 0, 12, (1, 4))]
+
+
+def _stats(rows: list[Row]) -> dict[int | None, BrokerStats]:
+    loads = dict.fromkeys(RACKS, 0)
+    for r in rows:
+        for b in r.replicas:
+            loads[b] += r.size
+    return {b: BrokerStats(broker=b, bytes=x, replicas=0) for b, x in loads.items()}
+
+
+def test_it_collects_the_brokers_outside_the_band_and_the_fullest_above_the_mean() -> None:
+    stats = _stats(_assignment())
+    cluster = _cluster()
+    assert outside_band(stats, cluster, REQUEST.tolerance) == {1, 4}
+    assert sources(stats, cluster, REQUEST.tolerance) == {1, 4}
+    even = {b: BrokerStats(broker=b, bytes=220) for b in RACKS}
+    assert sources(even, cluster, REQUEST.tolerance) == frozenset()
+    # One broker high among many inside the band: it, and the fullest above the mean, GIVERS in all.
+    many = Cluster.of(REQUEST, [BrokerInfo(id=b, rack="abc"[b % 3]) for b in range(60)], list(range(60)))
+    loads = {b: BrokerStats(broker=b, bytes=1000 + b % 20) for b in range(60)} | {0: BrokerStats(broker=0, bytes=1200)}
+    assert outside_band(loads, many, REQUEST.tolerance) == {0}
+    chosen = sources(loads, many, REQUEST.tolerance)
+    assert 0 in chosen and len(chosen) == GIVERS
+    assert min(1000 + b % 20 for b in chosen - {0}) >= max(1000 + b % 20 for b in set(range(1, 60)) - chosen)
+
+
+def test_given_only_the_collected_partitions_it_balances_the_whole_cluster_and_keeps_racks_and_untouched_rows() -> None:
+    rows = _assignment()
+    stats = _stats(rows)
+    cluster = _cluster()
+    # Only the partitions on brokers 1 and 4 are handed over; brokers 2, 3, 5 and 6 count through base loads alone
+    # (were those missing, the greedy would see them empty and pour replicas into them).
+    chosen = sources(stats, cluster, REQUEST.tolerance)
+    collected = [r for r in rows if chosen & set(r.replicas)]
+    assert len(collected) < len(rows)
+    targets = finish(collected, stats, cluster, REQUEST)
+    assert targets, "the finish moved nothing"
+    assert set(targets) <= {(r.topic, r.partition) for r in collected}
+    after = [Row(r.topic, r.partition, r.size, targets.get((r.topic, r.partition), r.replicas)) for r in rows]
+    loads = {b: s.bytes for b, s in _stats(after).items() if b is not None}
+    real = band(float(sum(loads.values())), len(loads), REQUEST.tolerance)
+    assert all(real.holds(x) for x in loads.values()), loads
+    for r in after:
+        assert len(set(r.replicas)) == len(r.replicas) == 2
+        assert len({RACKS[b] for b in r.replicas}) == 2, r
+    # Slots are kept: a moved replica's replacement takes its place, the other stays where it was.
+    for key, replicas in targets.items():
+        original = next(r.replicas for r in rows if (r.topic, r.partition) == key)
+        assert sum(a != b for a, b in zip(original, replicas, strict=True)) == 1
