@@ -30,7 +30,9 @@ create join the first sum, and a broker is never asked to shed bytes it may not 
 Modules: ``schemas`` (DataFrame schemas), ``storage`` (contract I/O on any Hadoop file system), ``cluster`` (what the
 request means for the brokers), ``prepare`` (selection, replication factor), ``balance``, ``rounds`` and ``flow``
 (driver-side arithmetic on per-broker totals: band, lower bound, quotas, leader chains), ``exprs`` (literal lookups),
-``moves`` and ``leaders`` (the DataFrame transforms of a round), ``quality`` (the proposal's figures: bytes,
+``moves`` and ``leaders`` (the DataFrame transforms of a round), ``candidate`` and ``finish`` (the greedy of
+:mod:`kpo.domain.greedy` on the driver: the whole plan of a small input, the last few replicas of a large one),
+``disks`` and ``relieve`` (log-dir plans, capacity relief), ``quality`` (the proposal's figures: bytes,
 leaders, balance), ``demote``, ``plan`` (the pipeline), ``job`` (entry
 point), ``evaluate`` (scores any given assignment the same way, for the bench), ``runner`` (the local backend:
 spark-submit in local mode, supervised), ``workdir`` (writing inputs and reading outputs on a local file system).
