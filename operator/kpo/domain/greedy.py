@@ -33,6 +33,7 @@ planning job has already decided (its selection, offline partitions left out, re
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from dataclasses import dataclass, field
 from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
 
 Key = tuple[str, int]
+# Replicas :meth:`Greedy._frugal_move` tries per broker before it gives way to the plain rule.
+FRUGAL_TRIES = 64
 Slots = list[int | None]
 
 
@@ -160,12 +163,16 @@ class Greedy:
     ``start`` are the replica lists to start from where they differ from the partitions' own (the planning job's,
     resized to the requested factor, ``None`` for a replica still to create); ``active`` the partitions the plan may
     change, in the order given; ``offline`` the selected ones left out. ``base_load`` is bytes per broker held by
-    partitions not given (the planning job's finish hands over only the partitions it may move)."""
+    partitions not given (the planning job's finish hands over only the partitions it may move). ``frugal`` first
+    tries, for the broker furthest outside the band, the smallest replica that brings it inside (:meth:`_frugal_move`):
+    the finish starts where a few brokers are a little outside, and there the largest replica that fits moves far
+    more bytes than needed."""
 
     def __init__(self, facts: Setup, brokers: Iterable[int], partitions: Iterable[Partition], active: Iterable[Key],
                  *, offline: Iterable[Key] = (), start: Mapping[Key, Sequence[int | None]] | None = None,
-                 base_load: Mapping[int, int] | None = None) -> None:
+                 base_load: Mapping[int, int] | None = None, frugal: bool = False) -> None:
         self.facts = facts
+        self.frugal = frugal
         self.spread = Spread(self.facts.rack_of, self.facts.kept_rack_of)
         self.parts: dict[Key, Partition] = {}
         self.slots: dict[Key, Slots] = {}
@@ -329,8 +336,40 @@ class Greedy:
                 best = (load, b)
         return None if best is None else best[1]
 
+    def _frugal_move(self, order: Sequence[int], movable: Mapping[int, list[tuple[int, Key]]], mean: float,
+                     lo: float, hi: float) -> tuple[Key, int, int] | None:
+        """The smallest replica that brings the highest broker down into the band (the least loaded broker that may
+        take it staying inside it), else the smallest that lifts the lowest broker into the band from a broker
+        above the mean (which stays inside it); None when neither exists. At most :data:`FRUGAL_TRIES` replicas are
+        tried per broker."""
+        top, bottom = order[-1], order[0]
+        if self.load[top] > hi:
+            items = movable[top]
+            start = bisect.bisect_left(items, (math.ceil(self.load[top] - hi), ("", -1)))
+            for size, key in items[start:start + FRUGAL_TRIES]:
+                if self.load[top] - size < lo:
+                    break
+                target = self._receiver(key, top, lo, needed=False)
+                if target is not None and self.load[target] + size <= hi:
+                    return key, top, target
+        if self.load[bottom] < lo:
+            for source in reversed(order):
+                if self.load[source] <= mean:
+                    break
+                items = movable[source]
+                start = bisect.bisect_left(items, (math.ceil(lo - self.load[bottom]), ("", -1)))
+                for size, key in items[start:start + FRUGAL_TRIES]:
+                    after = self.load[bottom] + size
+                    if self.load[source] - size < lo or after > hi or after >= self.load[source]:
+                        break
+                    if bottom in self._allowed(key, source):
+                        return key, source, bottom
+        return None
+
     def _best_move(self, order: Sequence[int], movable: Mapping[int, list[tuple[int, Key]]], mean: float,
                    lo: float, hi: float) -> tuple[Key, int, int] | None:
+        if self.frugal and (move := self._frugal_move(order, movable, mean, lo, hi)) is not None:
+            return move
         for source in reversed(order):
             load = self.load[source]
             if load <= mean:

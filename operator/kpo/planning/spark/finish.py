@@ -73,7 +73,8 @@ def finish(rows: Iterable[Row], stats: Mapping[int | None, BrokerStats], cluster
         for b in p.replicas:
             base[b] = base.get(b, 0) - p.size
     brokers = set(cluster.eligible) | set(base)
-    greedy = Greedy(facts_of(cluster, request), brokers, parts, [p.key for p in parts], base_load=base)
+    greedy = Greedy(facts_of(cluster, request), brokers, parts, [p.key for p in parts], base_load=base,
+                    frugal=True)
     greedy.balance(MAX_MOVES)
     before = {p.key: p.replicas for p in parts}
     return {key: after for key, after in greedy.result().assignment.items() if after != before[key]}
