@@ -10,8 +10,11 @@ So once a byte round moves fewer than :data:`FEW_MOVES` replicas and nothing is 
 selected partitions that hold a replica on a broker outside the band or on one of the :data:`GIVERS` fullest brokers
 above the mean (a few tens of thousands of rows on a million replicas), hands them to the greedy with the bytes every
 broker holds in all other partitions (``base_load``), and takes the greedy's moves, at most :data:`MAX_MOVES`. The
-greedy keeps the rules the rounds keep (no broker twice, racks as even as before or better, only selected partitions,
-only brokers taking part) and stops when every broker is inside the band or no single move brings one closer.
+greedy runs *frugal*: it first tries the smallest replica that brings the highest broker into the band, or lifts the
+lowest into it, where its plain rule (the largest replica that fits) moved 1.0059 x the lower bound on a 300,000
+replica removal that the rounds alone moved at 1.0003 x (now 1.0002 x). It keeps the rules the rounds keep (no
+broker twice, racks as even as before or better, only selected partitions, only brokers taking part) and stops when
+every broker is inside the band or no single move brings one closer.
 
 Smaller inputs never get here: the greedy candidate plans them whole (:mod:`kpo.planning.spark.candidate`), and their
 golden plans stay the rounds' own.
