@@ -180,7 +180,7 @@ def test_a_replication_factor_increase_copies_only_the_new_replicas(spark: Spark
 
 @pytest.mark.parametrize("case", list(PROPERTY_CASES))
 def test_seeded_clusters_keep_every_rule(spark: SparkSession, tmp_path: Path, case: str) -> None:
-    _keeps_every_rule(spark, tmp_path, case)
+    _keeps_every_rule(spark, tmp_path, PROPERTY_CASES[case])
 
 
 FINISH_CASES = {
