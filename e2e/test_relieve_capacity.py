@@ -40,10 +40,12 @@ MESSAGES = 700  # x 10 kB: about 7 MB a partition, 28 MB a dir of 48 MiB (58 %)
 @pytest.fixture(scope="module")
 def small_disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """3 KRaft nodes on the bed's Kafka, every log dir a tmpfs of its own; deleted logs go after a second (not the
-    default minute), so a dir's use drops soon after a replica left it."""
+    default minute), so a dir's use drops soon after a replica left it. The broker's key is
+    ``log.segment.delete.delay.ms``: the topic-level name ``file.delete.delay.ms`` in server.properties is ignored,
+    and with the default minute the final check raced the deletion (a failure seen in full runs)."""
     with tmpfs_cluster(tmp_path_factory.mktemp("kafka-relieve"),
                        lambda c: {d: SIZE for n in c.nodes for d in c.log_dirs(n.node_id)},
-                       {"file.delete.delay.ms": "1000", "log.segment.bytes": str(4 * 1024 * 1024)}) as cluster:
+                       {"log.segment.delete.delay.ms": "1000", "log.segment.bytes": str(4 * 1024 * 1024)}) as cluster:
         yield cluster
 
 
