@@ -3,11 +3,9 @@
 Kopf lets a resource go only once its timer has stopped, and a tick running when the deletion comes keeps the timer
 running; by Kopf's default it looked again only after a minute (``settings.background.cancellation_polling``), while
 the resource sat with its deletionTimestamp set. In the full suite a deletion that met a short tick by chance made a
-10 s check fail now and then; a tick on a cluster that does not answer is long every time, so this module makes the
-collision certain: a TopicPartitionCount on a cluster whose listener accepts connections and never answers, deleted a
-few seconds after creation. Its tick asks Kafka itself and waits for the login check and a call to time out (about
-30 s on the operator's defaults); a PartitionReassignment's tick waits at most 3 s for the cluster's shared look, too
-short to be met for certain.
+10 s check fail now and then. A tick on a cluster that has never answered waits 3 s for its first read (the call gate,
+:mod:`kpo.execution.gate`), so this module makes the collision near certain: a TopicPartitionCount on a cluster whose
+listener accepts connections and never answers, deleted 1.5 s after creation, in the middle of its first tick.
 """
 
 from __future__ import annotations
@@ -27,8 +25,8 @@ from kpo_testbed import Testbed
 
 KTPC = "TopicPartitionCount"
 PREFIX = f"e2e-deltick-{uuid.uuid4().hex[:6]}"
-#: Under Kopf's former minute, over a tick on the silent cluster (the login check's 10 s, a call's 15 s, and slack).
-DELETED_WITHIN = 50.0
+#: Well under Kopf's former minute, well over what is left of a 3 s tick.
+DELETED_WITHIN = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +47,7 @@ def silent_resources(api_client: client.ApiClient, silent_operator: OperatorProc
 def test_a_resource_deleted_during_a_long_tick_goes_when_the_tick_ends(
         silent_resources: Resources, silent_operator: OperatorProcess) -> None:
     silent_resources.create(KTPC, "doomed", {"clusterRef": "silent", "topic": "nowhere", "partitions": 4})
-    time.sleep(3)  # the first tick began (poll 2 s) and waits for the silent cluster
+    time.sleep(1.5)  # the first tick began at once and waits 3 s for the silent cluster
     began = time.monotonic()
     silent_resources.delete(KTPC, "doomed")
     wait_until(lambda: not silent_resources.exists(KTPC, "doomed"), DELETED_WITHIN,

@@ -28,9 +28,10 @@ from kpo.domain.access import Backoff
 from kpo.domain.clock import rfc3339, utcnow
 from kpo.domain.model import TopicPartition
 from kpo.domain.scheduling import Limits, SchedulerConfig
+from kpo.execution import gate as call_gate
 from kpo.execution.counting import counted
 from kpo.execution.executor import ClusterExecutor
-from kpo.execution.observation import Look, SharedLooks
+from kpo.execution.observation import FIRST_WAIT_SECONDS, Look, SharedLooks
 from kpo.execution.refill import RefillLoop
 from kpo.k8s.outage import ApiOutage
 from kpo.k8s.proposals import ProposalStore
@@ -86,6 +87,8 @@ class OperatorContext:
     api: client.ApiClient
     _admins: dict[str, KafkaAdminAdapter] = field(default_factory=dict)
     _login_backoffs: dict[str, Backoff] = field(default_factory=dict)
+    #: The ticks' direct calls per cluster, cut short while it does not answer (:mod:`kpo.execution.gate`).
+    _gates: dict[str, call_gate.CallGate] = field(default_factory=dict)
     _admins_made: dict[str, float] = field(default_factory=dict)
     _forgetting: set[str] = field(default_factory=set)
     _executors: dict[str, ClusterExecutor] = field(default_factory=dict)
@@ -150,7 +153,10 @@ class OperatorContext:
     def cluster_name(self, cluster_ref: str | None) -> str:
         return cluster_ref or self.config.default_cluster
 
-    def kafka(self, cluster_ref: str | None) -> KafkaAdmin:
+    def kafka(self, cluster_ref: str | None, *, gated: bool = True) -> KafkaAdmin:
+        """The cluster's client, each request counted. ``gated``: through the cluster's call gate
+        (:mod:`kpo.execution.gate`) -- the ticks' and the background samplers' calls; the shared look and the
+        executor, which keep their own backoff and are reached only after a look answered, call the client directly."""
         name = self.cluster_name(cluster_ref)
         with self._lock:
             admin = self._admins.get(name)
@@ -168,7 +174,15 @@ class OperatorContext:
                                           on_login=backoff.succeeded)
                 self._admins[name] = admin
                 self._admins_made[name] = time.monotonic()
-            return counted(admin, lambda request: self.on_kafka_request(name, request))
+            counting = counted(admin, lambda request: self.on_kafka_request(name, request))
+            if not gated:
+                return counting
+            gate = self._gates.get(name)
+            if gate is None:
+                timeout = connection.request_timeout_seconds
+                gate = self._gates[name] = call_gate.CallGate(slow_seconds=timeout / 2, wait_seconds=6 * timeout,
+                                                              first_wait_seconds=FIRST_WAIT_SECONDS)
+            return call_gate.gated(counting, gate)
 
     def executor(self, cluster: str) -> ClusterExecutor:
         """The one executor of a Kafka cluster (:mod:`kpo.execution`), shared by all its PartitionReassignments."""
@@ -188,10 +202,10 @@ class OperatorContext:
                                               (tp for states in look.states.values() for tp in states)})
 
             bootstrap = self.config.connection(cluster).bootstrap_servers
-            looks = SharedLooks(lambda: self.kafka(cluster), interest_seconds=max(60.0, 10 * poll),
+            looks = SharedLooks(lambda: self.kafka(cluster, gated=False), interest_seconds=max(60.0, 10 * poll),
                                 wait_seconds=2 * timeout + 5, on_look=seen,
                                 named=f"cluster {cluster!r} (bootstrap {bootstrap})")
-            executor = ClusterExecutor(cluster, lambda: self.kafka(cluster),
+            executor = ClusterExecutor(cluster, lambda: self.kafka(cluster, gated=False),
                                        SchedulerConfig(defaults=for_crs, max_moves=defaults.max_moves),
                                        looks=looks, stale_after_seconds=max(30.0, 10 * poll),
                                        may_act=self._may_act,
