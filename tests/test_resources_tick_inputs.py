@@ -11,6 +11,7 @@ from typing import Any, cast
 import kopf
 import pytest
 
+from kpo.api import PartitionReassignmentStatus, PreferredLeaderElectionStatus, TopicPartitionCountStatus
 from kpo.domain.clock import parse_rfc3339, rfc3339, utcnow
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
@@ -71,6 +72,14 @@ def test_a_tick_that_lost_kafka_drops_the_client_every_time_and_says_so_once() -
     assert progressing["reason"] == "KafkaUnavailable" and "broker down" in progressing["message"]
     again = unavailable_outcome({"observedGeneration": 2, **first.status}, "broker down", now)
     assert again.lost_kafka and again.events == [], "one Event per outage, not one per tick"
+
+
+def test_a_resource_that_never_reached_kafka_is_pending_and_a_phase_it_has_stays() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert unavailable_outcome({}, "broker down", now).status["phase"] == "Pending"
+    assert "phase" not in unavailable_outcome({"phase": "Executing"}, "broker down", now).status
+    for model in (PartitionReassignmentStatus, TopicPartitionCountStatus, PreferredLeaderElectionStatus):
+        assert model.model_validate({"phase": "Pending"}).phase == "Pending"
 
 
 def test_a_refused_login_keeps_the_client_and_stalls() -> None:

@@ -30,6 +30,8 @@ from kpo.domain.problems import Problem, summarize
 #: The Event and condition reason of a tick that lost its connection to Kafka (it reconnects on the next tick).
 KAFKA_UNAVAILABLE = "KafkaUnavailable"
 INVALID = "Invalid"
+#: Every kind's phase before anything is known (the same value in each API model).
+PENDING = "Pending"
 
 Decided = TypeVar("Decided")
 Seen = TypeVar("Seen")
@@ -133,11 +135,12 @@ def invalid_outcome(status: Mapping[str, Any], generation: int, problems: list[P
 def unavailable_outcome(status: Mapping[str, Any], message: str, now: dt.datetime,
                         reason: str = KAFKA_UNAVAILABLE) -> Outcome[Any]:
     """Kafka could not be reached (or refused the login): the phase stays, the conditions say why, a later tick
-    tries again. One Event per outage: while the conditions already carry this reason, none."""
+    tries again. One Event per outage: while the conditions already carry this reason, none. A resource that never
+    had a phase gets ``Pending``, what its absence means, so that ``kubectl get`` does not show an empty column."""
     previous = status.get("conditions") or []
     updates, news = access.unreachable_updates(previous, reason, message)
     conditions = cond.merge(previous, updates, int(status.get("observedGeneration") or 0), now)
-    return Outcome(status={"conditions": conditions},
+    return Outcome(status={"conditions": conditions, **({} if status.get("phase") else {"phase": PENDING})},
                    events=[Event("Warning", reason, f"will retry: {message}")] if news else [],
                    lost_kafka=reason == KAFKA_UNAVAILABLE)
 
