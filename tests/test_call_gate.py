@@ -62,7 +62,7 @@ def test_a_call_that_waited_out_its_timeout_marks_the_cluster_and_the_next_fails
     gate = gate_at(clock)
     call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
     assert gate.failing
-    with pytest.raises(KafkaUnavailable, match=r"did not answer within 10s.*not asked again until its backoff ends"):
+    with pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         gate.enter()
 
 
@@ -111,13 +111,13 @@ def test_while_one_call_finds_out_whether_a_marked_cluster_answers_the_others_fa
     gate = gate_at(clock, wait_seconds=30.0)
     call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
     clock.now += 2.0
-    with under_way(gate), pytest.raises(KafkaUnavailable, match="another request is finding out"):
+    with under_way(gate), pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         gate.enter()
 
 
 def test_before_the_first_answer_a_call_waits_briefly_for_the_one_under_way() -> None:
     gate = CallGate(slow_seconds=5.0, wait_seconds=30.0, first_wait_seconds=0.05)
-    with under_way(gate), pytest.raises(KafkaUnavailable, match=r"did not answer within 0\.05s"):
+    with under_way(gate), pytest.raises(KafkaUnavailable, match=r"^the cluster did not answer within 0\.05s$"):
         gate.enter()
 
 
@@ -176,9 +176,9 @@ def test_the_wrapper_gates_requests_and_leaves_other_attributes_alone() -> None:
     with pytest.raises(KafkaUnavailable):
         admin.list_reassignments()
     assert gate.failing
-    with pytest.raises(KafkaUnavailable, match="not asked again"):
+    with pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         admin.describe_topics(["a"])
-    with pytest.raises(KafkaUnavailable, match="not asked again"):
+    with pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         admin.sample_key_partitions("a")  # type: ignore[call-arg]
 
 
@@ -215,7 +215,7 @@ def test_a_read_to_a_cluster_that_never_answered_is_waited_for_briefly_and_goes_
     gate = CallGate(slow_seconds=0.0, wait_seconds=30.0, first_wait_seconds=0.05)
     inner = Silent()
     admin = gated(inner, gate)  # type: ignore[arg-type]
-    with pytest.raises(KafkaUnavailable, match=r"did not answer within 0\.05s \(the request goes on"):
+    with pytest.raises(KafkaUnavailable, match=r"^the cluster did not answer within 0\.05s$"):
         admin.describe_topics(["a"])
     assert not inner.ended.is_set() and not gate.failing  # still under way, on its own thread
     inner.release.set()
@@ -225,7 +225,7 @@ def test_a_read_to_a_cluster_that_never_answered_is_waited_for_briefly_and_goes_
             break
         threading.Event().wait(0.01)
     assert gate.failing
-    with pytest.raises(KafkaUnavailable, match="not asked again"):
+    with pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         admin.describe_topics(["a"])
 
 

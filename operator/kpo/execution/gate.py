@@ -19,6 +19,9 @@ is failing; this gate gives the direct calls the same rules:
   cluster's first answer comes well within that), ``wait_seconds`` after;
 - a call that returns, or that Kafka refuses (an answer too), clears the mark.
 
+Whoever is turned away is told the failure that marks the cluster, in its words, or that the cluster did not answer
+within the wait: the same words tick after tick, so a resource's condition is not rewritten for the wording alone.
+
 A tick never waits out a timeout itself: while the cluster has not answered yet, or is marked, a read runs on a
 thread of its own and the tick waits for it at most ``first_wait_seconds`` (the read goes on, holds the gate, and
 marks or clears it when it ends). Writes always run in the caller's thread: a write the tick gave up on could land
@@ -68,6 +71,12 @@ class CallGate:
         with self._changed:
             return self._failure is not None
 
+    def unanswered(self, seconds: float) -> str:
+        """What a caller that stopped waiting after ``seconds`` is told: the failure that marks the cluster if any
+        (the same words on every tick, so a status does not change for the wording alone)."""
+        with self._changed:
+            return self._failure or f"the cluster did not answer within {seconds:g}s"
+
     @property
     def answering(self) -> bool:
         """The cluster has answered, and nothing since says it stopped."""
@@ -78,7 +87,7 @@ class CallGate:
         """Raise :class:`KafkaUnavailable` while the cluster is marked and its backoff step has not passed."""
         with self._changed:
             if self._failure is not None and self._backoff.waiting(self._clock()):
-                raise KafkaUnavailable(f"{self._failure} (not asked again until its backoff ends)")
+                raise KafkaUnavailable(self._failure)
 
     def enter(self) -> float:
         """Let a call go (returns when it started), or raise :class:`KafkaUnavailable`."""
@@ -90,18 +99,13 @@ class CallGate:
             waited = self.wait_seconds if self._answered else self.first_wait_seconds
             deadline = self._clock() + waited
             while True:
-                if self._failure is not None:
-                    if self._backoff.waiting(self._clock()):
-                        raise KafkaUnavailable(f"{self._failure} (not asked again until its backoff ends)")
-                    if self._holder is not None:
-                        raise KafkaUnavailable(f"{self._failure} (another request is finding out whether it "
-                                               "answers again)")
+                if self._failure is not None and (self._holder is not None or self._backoff.waiting(self._clock())):
+                    raise KafkaUnavailable(self._failure)
                 if self._holder is None:
                     break
                 left = deadline - self._clock()
                 if left <= 0:
-                    raise KafkaUnavailable(f"the cluster did not answer within {waited:g}s (the request before "
-                                           "this one is still waiting)")
+                    raise KafkaUnavailable(self._failure or f"the cluster did not answer within {waited:g}s")
                 self._changed.wait(left)
             self._holder, self._depth = me, 1
             return self._clock()
@@ -149,11 +153,12 @@ class _Gated:
             if name not in READS or gate.answering:
                 return inline(*args, **kwargs)
             gate.check()
-            return _time_boxed(inline, args, kwargs, gate.first_wait_seconds)
+            return _time_boxed(inline, args, kwargs, gate.first_wait_seconds, gate.unanswered)
         return call
 
 
-def _time_boxed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], seconds: float) -> Any:
+def _time_boxed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], seconds: float,
+                told: Callable[[float], str]) -> Any:
     """``fn``'s answer if it comes within ``seconds``; else :class:`KafkaUnavailable`, and ``fn`` goes on."""
     box: dict[str, Any] = {}
     done = threading.Event()
@@ -168,8 +173,7 @@ def _time_boxed(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
 
     threading.Thread(target=run, name="kpo-gate-read", daemon=True).start()
     if not done.wait(seconds):
-        raise KafkaUnavailable(f"the cluster did not answer within {seconds:g}s (the request goes on, and tells "
-                               "the next ones what it found)")
+        raise KafkaUnavailable(told(seconds))
     if "error" in box:
         raise box["error"]
     return box["value"]
