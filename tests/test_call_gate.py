@@ -30,6 +30,13 @@ def gate_at(clock: Clock, **kwargs: Any) -> CallGate:
     return CallGate(clock=clock, **settings)
 
 
+def marked(clock: Clock, **kwargs: Any) -> CallGate:
+    """A gate whose cluster let a call wait out its 10 s timeout."""
+    gate = gate_at(clock, **kwargs)
+    call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
+    return gate
+
+
 def call(gate: CallGate, clock: Clock, takes: float, error: BaseException | None = None) -> None:
     started = gate.enter()
     clock.now += takes
@@ -59,8 +66,7 @@ def under_way(gate: CallGate) -> Iterator[None]:
 
 def test_a_call_that_waited_out_its_timeout_marks_the_cluster_and_the_next_fails_at_once() -> None:
     clock = Clock()
-    gate = gate_at(clock)
-    call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
+    gate = marked(clock)
     assert gate.failing
     with pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         gate.enter()
@@ -68,8 +74,7 @@ def test_a_call_that_waited_out_its_timeout_marks_the_cluster_and_the_next_fails
 
 def test_after_the_backoff_step_one_call_finds_out_and_an_answer_clears_the_mark() -> None:
     clock = Clock()
-    gate = gate_at(clock)
-    call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
+    gate = marked(clock)
     clock.now += 2.0
     call(gate, clock, 0.01)
     assert not gate.failing
@@ -78,10 +83,9 @@ def test_after_the_backoff_step_one_call_finds_out_and_an_answer_clears_the_mark
 
 def test_the_backoff_grows_while_the_cluster_stays_silent() -> None:
     clock = Clock()
-    gate = gate_at(clock)
-    call(gate, clock, 10.0, KafkaUnavailable("silent"))
+    gate = marked(clock)
     clock.now += 2.0
-    call(gate, clock, 10.0, KafkaUnavailable("silent"))
+    call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
     clock.now += 2.0
     with pytest.raises(KafkaUnavailable):
         gate.enter()  # 4 s this time
@@ -99,8 +103,7 @@ def test_a_quick_failure_blocks_nobody_and_does_not_mark() -> None:
 
 def test_a_refusal_is_an_answer() -> None:
     clock = Clock()
-    gate = gate_at(clock)
-    call(gate, clock, 10.0, KafkaUnavailable("silent"))
+    gate = marked(clock)
     clock.now += 2.0
     call(gate, clock, 0.1, KafkaRequestRefused(KafkaRefusal(code="TOPIC_AUTHORIZATION_FAILED", message="no")))
     assert not gate.failing
@@ -108,8 +111,7 @@ def test_a_refusal_is_an_answer() -> None:
 
 def test_while_one_call_finds_out_whether_a_marked_cluster_answers_the_others_fail_at_once() -> None:
     clock = Clock()
-    gate = gate_at(clock, wait_seconds=30.0)
-    call(gate, clock, 10.0, KafkaUnavailable("Kafka did not answer within 10s"))
+    gate = marked(clock, wait_seconds=30.0)
     clock.now += 2.0
     with under_way(gate), pytest.raises(KafkaUnavailable, match=r"^Kafka did not answer within 10s$"):
         gate.enter()
