@@ -4,6 +4,7 @@ thread only where a call under way is the point."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -237,3 +238,15 @@ def test_a_write_runs_in_the_callers_thread_even_before_the_first_answer() -> No
     admin = gated(inner, gate)  # type: ignore[arg-type]
     admin.create_partitions("a", 6)
     assert inner.created == [6] and gate.answering
+
+
+def test_once_the_call_under_way_is_older_than_the_wait_the_others_are_told_at_once() -> None:
+    ahead = [0.0]  # a clock that runs, and can be put forward
+    gate = CallGate(slow_seconds=5.0, wait_seconds=30.0, first_wait_seconds=3.0,
+                    clock=lambda: time.monotonic() + ahead[0])
+    with under_way(gate):
+        ahead[0] += 3.5
+        began = time.monotonic()
+        with pytest.raises(KafkaUnavailable, match=r"^the cluster did not answer within 3s$"):
+            gate.enter()
+        assert time.monotonic() - began < 1.0

@@ -6,6 +6,7 @@ just sent, one read of the cluster for many ticks, a broker rate taken back by w
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Collection, Sequence
@@ -317,6 +318,44 @@ def test_a_refusal_of_a_move_the_executor_sent_goes_to_its_resource() -> None:
     assert executor.refill() == {owner(1): []}
     assert executor.take_refused(owner(1)) == {tp: KafkaRefusal("INVALID_REPLICA_ASSIGNMENT", "no")}
     assert executor.take_refused(owner(1)) == {}
+
+
+class HangingCluster(FakeCluster):
+    """A cluster whose listing does not answer until released."""
+
+    def __init__(self) -> None:
+        super().__init__({tp: (1, 2) for tp in partitions(1)})
+        self.release = threading.Event()
+        self.listing = threading.Event()
+
+    def list_reassignments(self, partitions: Collection[TopicPartition] | None = None) -> dict[TopicPartition, object]:
+        self.listing.set()
+        self.release.wait(5)
+        return super().list_reassignments(partitions)  # type: ignore[return-value]
+
+
+def test_once_the_first_look_is_older_than_the_first_wait_ticks_are_told_at_once() -> None:
+    cluster = HangingCluster()
+    ahead = [0.0]  # a clock that runs, and can be put forward
+
+    def clock() -> float:
+        return time.monotonic() + ahead[0]
+
+    looks = SharedLooks(lambda: cluster, clock=clock)  # type: ignore[arg-type, return-value]
+    def first_tick() -> None:
+        with contextlib.suppress(KafkaUnavailable):  # it starts the look; what it is told is not the point here
+            looks.after(clock())
+
+    waiting = threading.Thread(target=first_tick)
+    waiting.start()
+    assert cluster.listing.wait(5)
+    ahead[0] += 3.5  # the look under way began 3.5 s ago, longer than the first wait
+    began = time.monotonic()
+    with pytest.raises(KafkaUnavailable, match="did not answer within 3s"):
+        looks.after(clock())
+    assert time.monotonic() - began < 1.0, "told at once, not after one more wait of its own"
+    cluster.release.set()
+    waiting.join(5)
 
 
 def test_a_failed_look_names_the_cluster_and_its_bootstrap_servers() -> None:

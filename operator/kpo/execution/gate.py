@@ -16,7 +16,8 @@ is failing; this gate gives the direct calls the same rules:
 - while it is marked, calls fail at once with that failure until a backoff step has passed; then one call finds out
   whether it answers again, and the others fail at once meanwhile;
 - a call waits for the one under way at most ``first_wait_seconds`` before the cluster has ever answered (a healthy
-  cluster's first answer comes well within that), ``wait_seconds`` after;
+  cluster's first answer comes well within that), ``wait_seconds`` after, both counted from when the call under way
+  began: once it is that old, the others are told at once instead of each waiting the whole time;
 - a call that returns, or that Kafka refuses (an answer too), clears the mark.
 
 Whoever is turned away is told the failure that marks the cluster, in its words, or that the cluster did not answer
@@ -62,6 +63,7 @@ class CallGate:
         self._clock = clock
         self._changed = threading.Condition()
         self._holder: int | None = None
+        self._held_since = 0.0
         self._depth = 0
         self._answered = False
         self._failure: str | None = None
@@ -103,12 +105,13 @@ class CallGate:
                     raise KafkaUnavailable(self._failure)
                 if self._holder is None:
                     break
-                left = deadline - self._clock()
+                # Counted from when the call under way began too: once it is that old, nobody waits any more.
+                left = min(deadline, self._held_since + waited) - self._clock()
                 if left <= 0:
                     raise KafkaUnavailable(self._failure or f"the cluster did not answer within {waited:g}s")
                 self._changed.wait(left)
-            self._holder, self._depth = me, 1
-            return self._clock()
+            self._holder, self._depth, self._held_since = me, 1, self._clock()
+            return self._held_since
 
     def leave(self, started: float, error: BaseException | None) -> None:
         with self._changed:

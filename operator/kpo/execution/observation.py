@@ -147,6 +147,7 @@ class SharedLooks:
         self._latest: Look | None = None
         self._failure: _Failure | None = None
         self._looking = False
+        self._look_started = 0.0
         self._wanted = False
         self._thread: threading.Thread | None = None
         self._interest: dict[str, float] = {}
@@ -162,15 +163,16 @@ class SharedLooks:
         """A look that began after ``moment`` (monotonic) and covers ``topics``.
 
         The look is taken by the cluster's own thread, never by the caller: a tick waits for it (at most
-        ``wait_seconds``; ``FIRST_WAIT_SECONDS`` at a cluster that has not answered yet), and holds its resource's
-        lock meanwhile, so a look that hangs on a dead cluster must not hold it for a whole connection timeout (a
-        deletion waits for that lock). Raises the failure of the look that should have answered
-        (:class:`KafkaUnavailable` and the like), at once while the cluster is failing.
+        ``wait_seconds``; ``FIRST_WAIT_SECONDS`` at a cluster that has not answered yet -- counted from when the look
+        under way began, so that once it is that old every tick is told at once instead of waiting the whole time
+        again), and holds its resource's lock meanwhile, so a look that hangs on a dead cluster must not hold it for a
+        whole connection timeout (a deletion waits for that lock). Raises the failure of the look that should have
+        answered (:class:`KafkaUnavailable` and the like), at once while the cluster is failing.
         """
         with self._changed:
             now = self._clock()
-            deadline = now + (self._wait_seconds if self._latest is not None
-                              else min(self._wait_seconds, FIRST_WAIT_SECONDS))
+            window = self._wait_seconds if self._latest is not None else min(self._wait_seconds, FIRST_WAIT_SECONDS)
+            deadline = now + window
             for topic in topics:
                 self._interest[topic] = now
             while True:
@@ -185,7 +187,7 @@ class SharedLooks:
                     self._wanted = True
                     self._start()
                     self._changed.notify_all()
-                left = deadline - self._clock()
+                left = (min(deadline, self._look_started + window) if self._looking else deadline) - self._clock()
                 if left <= 0:
                     waited = self._wait_seconds if self._latest is not None else FIRST_WAIT_SECONDS
                     raise KafkaUnavailable(f"the cluster did not answer within {waited:g}s")
@@ -203,7 +205,7 @@ class SharedLooks:
                     self._changed.wait()
                 self._wanted = False
                 self._looking = True
-                started = self._clock()
+                started = self._look_started = self._clock()
                 cutoff = started - self._interest_seconds
                 self._interest = {t: at for t, at in self._interest.items() if at >= cutoff}
                 wanted = frozenset(self._interest)
