@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka.errors import RetriableError
 
 if TYPE_CHECKING:
     from kpo_testbed import Testbed
@@ -34,7 +35,9 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
     while time.monotonic() < deadline:
         try:
             value = check()
-        except (KafkaException, TimeoutError) as exc:  # a broker just stopped: the request did not get an answer yet
+        # A broker just stopped: the request did not get an answer yet. kafka-python raises a retriable error when
+        # the node it picks (from metadata that still lists a killed broker) refuses the connection.
+        except (KafkaException, RetriableError, TimeoutError) as exc:
             last = exc
         else:
             if value:
