@@ -18,9 +18,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kpo.domain.plan_contract import BrokerInfo, Goal, PartitionRecord, PlanMetrics, PlanRequest
-from kpo.planning.spark import candidate, job
+from kpo.planning.spark import candidate, job, moves
 from kpo.planning.spark import plan as plan_module
 from kpo.planning.spark.plan import make_plan, read_snapshot
+from kpo.planning.spark.rounds import count_quotas
 from kpo.planning.spark.workdir import write_input
 
 DATA = Path(__file__).parent / "data" / "planner"
@@ -192,14 +193,38 @@ FINISH_CASES = {
 @pytest.mark.parametrize("case", list(FINISH_CASES))
 def test_the_driver_finish_of_the_byte_rounds_keeps_every_rule(spark: SparkSession, tmp_path: Path, case: str,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The finish (kpo.planning.spark.finish) runs only above 100,000 replicas, too large for a unit test: here on
-    small inputs, without the greedy candidate, its plan is held to the same rules and figures."""
+    """The finishes (kpo.planning.spark.finish, of the byte and of the count rounds) run only above 100,000 replicas,
+    too large for a unit test: here on small inputs, without the greedy candidate, their plan is held to the same
+    rules and figures."""
     monkeypatch.setattr(plan_module, "FINISH_ABOVE", 0)
     monkeypatch.setattr(candidate, "MAX_REPLICAS", 0)
     changed: list[int] = []
     monkeypatch.setattr(plan_module._Rounds, "finish", _counting(plan_module._Rounds.finish, changed))
+    seen: list[tuple[float, float, bool]] = []
+    monkeypatch.setattr(plan_module._Rounds, "count_finish", _watching_counts(plan_module._Rounds.count_finish, seen))
     _keeps_every_rule(spark, tmp_path, FINISH_CASES[case])
     assert sum(changed) > 0, "the finish changed no partition"
+    # The count finish ran in place of count rounds, brought the counts closer to their band, and left the per-broker
+    # sums as a recount of the state finds them (its deltas are worked out on the driver).
+    assert seen, "no count finish ran"
+    for before, after, exact in seen:
+        assert after < before, (before, after)
+        assert exact, "the count finish's sums differ from a recount"
+
+
+def _watching_counts(method: Callable[[plan_module._Rounds], int], seen: list[tuple[float, float, bool]],
+                     ) -> Callable[[plan_module._Rounds], int]:
+    def outside(self: plan_module._Rounds) -> float:
+        band, counts = count_quotas(self.stats, self.cluster, self.request.tolerance)
+        return sum(max(0.0, band.lo - c, c - band.hi) for c in counts.values())
+
+    def wrapper(self: plan_module._Rounds) -> int:
+        before = outside(self)
+        moved = method(self)
+        if moved:
+            seen.append((before, outside(self), self.stats == moves.broker_stats(self.state, self.cluster)))
+        return moved
+    return wrapper
 
 
 def _counting(method: Callable[[plan_module._Rounds], int], changed: list[int]) -> Callable[[plan_module._Rounds], int]:

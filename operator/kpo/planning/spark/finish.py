@@ -16,6 +16,14 @@ replica removal that the rounds alone moved at 1.0003 x (now 1.0002 x). It keeps
 broker twice, racks as even as before or better, only selected partitions, only brokers taking part) and stops when
 every broker is inside the band or no single move brings one closer.
 
+The count rounds end the same way on such inputs: when replica counts are outside their band after the byte rounds,
+the partitions holding a replica on a broker outside it or on one of the :data:`GIVERS` brokers with most replicas
+go to :mod:`kpo.domain.count_greedy` (the smallest replicas, the byte band kept), in place of Spark count rounds of a
+few hundred replicas and then a few.
+
+Both hand their changes back with the per-broker sums' changes worked out here (:func:`deltas`) from the collected
+rows, so no aggregate over the whole state follows them.
+
 Smaller inputs never get here: the greedy candidate plans them whole (:mod:`kpo.planning.spark.candidate`), and their
 golden plans stay the rounds' own.
 """
@@ -25,12 +33,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kpo.domain.count_greedy import Range, balance_counts
 from kpo.domain.greedy import Greedy, Key, Partition
 from kpo.domain.plan_contract import PlanRequest
 from kpo.planning.spark.balance import band
 from kpo.planning.spark.candidate import facts_of
 from kpo.planning.spark.cluster import Cluster
-from kpo.planning.spark.rounds import BrokerStats
+from kpo.planning.spark.rounds import STAT_FIELDS, BrokerStats, count_quotas
 
 #: A round under this hands over. At 500 the skewed 1M input ran one more byte round (218 replicas, ~8 s) after one
 #: of 4,261; at 5,000 the finish takes over after that one: 7 rounds instead of 8, 115 CPU s against 132 in the same
@@ -48,6 +57,8 @@ class Row:
     partition: int
     size: int
     replicas: tuple[int, ...]
+    # The partition's replicas before the plan (a replica in its original slot is one the rounds may still move).
+    original: tuple[int, ...] = ()
 
 
 def outside_band(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> frozenset[int]:
@@ -84,3 +95,62 @@ def finish(rows: Iterable[Row], stats: Mapping[int | None, BrokerStats], cluster
     greedy.balance(MAX_MOVES)
     before = {p.key: p.replicas for p in parts}
     return {key: after for key, after in greedy.result().assignment.items() if after != before[key]}
+
+
+def count_sources(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> frozenset[int]:
+    """The brokers whose partitions the count finish collects: those outside the count band and the ones with most
+    replicas above the mean (a broker below the band takes from them); empty when every count is inside the band."""
+    count_band, counts = count_quotas(stats, cluster, tolerance)
+    outside = frozenset(b for b, c in counts.items() if not count_band.holds(c))
+    if not outside:
+        return frozenset()
+    fullest = sorted((b for b, c in counts.items() if c > count_band.mean), key=lambda b: (-counts[b], b))[:GIVERS]
+    return outside | frozenset(fullest)
+
+
+def count_finish(rows: Iterable[Row], stats: Mapping[int | None, BrokerStats], cluster: Cluster,
+                 request: PlanRequest) -> dict[Key, tuple[int, ...]]:
+    """The count greedy's new replica lists for the partitions it changed, at most :data:`MAX_MOVES` moves."""
+    parts = [Partition(topic=r.topic, partition=r.partition, replicas=r.replicas, size=r.size) for r in rows]
+    count_band, _ = count_quotas(stats, cluster, request.tolerance)
+    loads = {b: stats[b].bytes if b in stats else 0 for b in cluster.eligible}
+    bytes_band = band(float(sum(loads.values())), len(loads), request.tolerance)
+    base_count = {b: s.replicas for b, s in stats.items() if b is not None}
+    base_bytes = {b: s.bytes for b, s in stats.items() if b is not None}
+    for p in parts:
+        for b in p.replicas:
+            base_count[b] = base_count.get(b, 0) - 1
+            base_bytes[b] = base_bytes.get(b, 0) - p.size
+    return balance_counts(facts_of(cluster, request), parts, base_count=base_count, base_bytes=base_bytes,
+                          counts=Range(count_band.lo, count_band.hi), bytes_band=Range(bytes_band.lo, bytes_band.hi),
+                          max_moves=MAX_MOVES)
+
+
+def deltas(rows: Iterable[Row], targets: Mapping[Key, tuple[int, ...]], cluster: Cluster,
+           ) -> dict[int | None, BrokerStats]:
+    """How ``targets`` change the per-broker sums, slot by slot (a finish keeps slot order). A replica is movable
+    where the rounds' replica view says so: on a broker taking part, in its original slot, when the plan balances;
+    nothing is forced (a finish runs only when nothing is, and keeps every rack spread as even as it was)."""
+    sums: dict[int, dict[str, int]] = {}
+
+    def add(broker: int, row: Row, slot: int, sign: int) -> None:
+        movable = (cluster.balancing and broker in cluster.eligible and slot < len(row.original)
+                   and row.original[slot] == broker)
+        s = sums.setdefault(broker, dict.fromkeys(STAT_FIELDS, 0))
+        s["bytes"] += sign * row.size
+        s["replicas"] += sign
+        s["leaders"] += sign * (slot == 0)
+        s["movable_bytes"] += sign * row.size * movable
+        s["movable_replicas"] += sign * movable
+
+    for row in rows:
+        after = targets.get((row.topic, row.partition))
+        if after is None:
+            continue
+        if len(after) != len(row.replicas):
+            raise ValueError(f"a finish changed the replica count of {row.topic}-{row.partition}")
+        for slot, (old, new) in enumerate(zip(row.replicas, after, strict=True)):
+            if old != new:
+                add(old, row, slot, -1)
+                add(new, row, slot, +1)
+    return {b: BrokerStats(broker=b, **s) for b, s in sums.items()}

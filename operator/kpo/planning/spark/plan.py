@@ -12,7 +12,8 @@ from round to round by adding each round's changes; they are recounted from the 
    (:mod:`kpo.planning.spark.finish`: a round costs seconds however few replicas it moves). Then, if
    brokers are still outside the band, relief rounds that bring the worst ones closer (:func:`decide_lift`,
    :func:`decide_relieve`): the band may be out of reach, the worst deviation still has to be as small as it can be.
-4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything).
+4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything); on
+   the finish's inputs, one count greedy on the driver instead (:func:`kpo.planning.spark.finish.count_finish`).
 5. Leader rounds (reorders only, :mod:`kpo.planning.spark.leaders`).
 6. Check the hard constraints on the result and measure it (:mod:`kpo.planning.spark.quality`).
 """
@@ -21,12 +22,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kpo.domain.greedy import Key
 from kpo.domain.plan_contract import (
     BROKERS_FILE,
     DISK_GOALS,
@@ -44,6 +46,7 @@ from kpo.planning.spark import candidate, disks, finish, leaders, moves, quality
 from kpo.planning.spark.cluster import Cluster, PlanError
 from kpo.planning.spark.demote import demote, lead_elsewhere
 from kpo.planning.spark.exprs import members
+from kpo.planning.spark.finish import Row as FinishRow
 from kpo.planning.spark.flow import handovers
 from kpo.planning.spark.prepare import offline_partitions, rack_bound, selection, to_state
 from kpo.planning.spark.rounds import (
@@ -142,6 +145,9 @@ class _Rounds:
         self.request = request
         self.closed = closed
         self.stats = moves.broker_stats(state, cluster)
+        # Whether ``stats`` are the state's own sums: a Spark round's deltas may miss a replica whose rack share it
+        # changed (forced or not), so a recount follows it; the finishes' deltas are exact (:func:`finish.deltas`).
+        self.exact = True
         self.count = 0
         # Too large for the greedy candidate: the byte rounds' last few replicas are placed on the driver instead.
         self.finishing = sum(s.replicas for s in self.stats.values()) > FINISH_ABOVE
@@ -151,6 +157,12 @@ class _Rounds:
 
     def recount(self) -> None:
         self.stats = moves.broker_stats(self.state, self.cluster)
+        self.exact = True
+
+    def settle(self) -> None:
+        """Recount between phases, unless the sums are exact already."""
+        if not self.exact:
+            self.recount()
 
     def move(self, plan: RoundPlan) -> int:
         picked = moves.pick_movers(moves.replica_view(self.state, self.cluster, plan.out), plan, self.cluster,
@@ -162,6 +174,7 @@ class _Rounds:
         if moved:
             self.state = checkpoint(moves.apply_moves(self.state, placed))
             self.stats = with_deltas(self.stats, deltas)
+            self.exact = False
         self.count += 1
         log.info("round %d (%s): %d replicas moved", self.count, plan.unit, moved)
         return moved
@@ -195,21 +208,46 @@ class _Rounds:
         if not senders:
             self.stopped = "its byte rounds found no quota left to fill"
             return 0
-        holding = members(senders)
-        rows = (self.state.filter(F.col("selected") & F.exists("replicas", holding.has))
-                .select("topic", "partition", "size", "replicas").collect())
-        targets = finish.finish([finish.Row(topic=r["topic"], partition=int(r["partition"]), size=int(r["size"]),
-                                            replicas=tuple(int(b) for b in r["replicas"])) for r in rows],
-                                self.stats, self.cluster, self.request)
+        rows = self._collect(senders)
+        targets = finish.finish(rows, self.stats, self.cluster, self.request)
         self.count += 1
         log.info("round %d (finish): %d partitions changed on the driver, from %d collected", self.count,
                  len(targets), len(rows))
         self.stopped = ("its byte rounds moved few replicas and the greedy that placed the last ones found no single "
                         "replica move that brings a broker closer to the band")
+        self._take(rows, targets)
+        return len(targets)
+
+    def count_finish(self) -> int:
+        """Replica counts brought into their band by the count greedy on the driver (:mod:`finish`), in place of
+        count rounds; how many replicas it moved."""
+        senders = finish.count_sources(self.stats, self.cluster, self.request.tolerance)
+        if not senders:
+            return 0
+        rows = self._collect(senders)
+        targets = finish.count_finish(rows, self.stats, self.cluster, self.request)
+        self.count += 1
+        moved = sum(sum(a != b for a, b in zip(before.replicas, targets[(before.topic, before.partition)],
+                                               strict=True))
+                    for before in rows if (before.topic, before.partition) in targets)
+        log.info("round %d (count finish): %d replicas moved on the driver, from %d partitions collected",
+                 self.count, moved, len(rows))
+        self._take(rows, targets)
+        return moved
+
+    def _collect(self, brokers: Collection[int]) -> list[FinishRow]:
+        """The selected partitions holding a replica on one of ``brokers``, for a finish on the driver."""
+        holding = members(brokers)
+        rows = (self.state.filter(F.col("selected") & F.exists("replicas", holding.has))
+                .select("topic", "partition", "size", "replicas", "original").collect())
+        return [FinishRow(topic=r["topic"], partition=int(r["partition"]), size=int(r["size"]),
+                          replicas=tuple(int(b) for b in r["replicas"]),
+                          original=tuple(int(b) for b in r["original"] or ())) for r in rows]
+
+    def _take(self, rows: list[FinishRow], targets: Mapping[Key, tuple[int, ...]]) -> None:
         if targets:
             self.state = checkpoint(candidate.with_targets(self.state, targets, unchanged="replicas"))
-            self.recount()
-        return len(targets)
+            self.stats = with_deltas(self.stats, finish.deltas(rows, targets, self.cluster))
 
     def relief(self, limit: int) -> None:
         """When the byte rounds stop outside the band: lift the brokers below it from any broker above the mean,
@@ -234,6 +272,8 @@ class _Rounds:
         self.stopped = f"it ran its {limit} relief rounds (the limit)"
 
     def counts(self, limit: int) -> int:
+        if self.finishing:
+            return self.count_finish()
         total = 0
         for _ in range(limit):
             plan = decide_counts(self.stats, self.cluster, self.request.tolerance)
@@ -294,14 +334,14 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
     lb_bytes, lb_replicas = quality.lower_bounds(initial, cluster, request.tolerance, closed=closed)
     log.info("state built, lower bound %d bytes / %d replicas (%.1fs)", lb_bytes, lb_replicas, clock() - started)
     run.bytes(MAX_BYTE_ROUNDS)
-    run.recount()
+    run.settle()
     if any(s.forced_replicas for s in run.stats.values()):
         raise PlanError(_describe_stuck(run.state, cluster))
     if cluster.balancing:
         run.relief(MAX_RELIEF_ROUNDS)
     if run.counts(MAX_COUNT_ROUNDS):
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
-        run.recount()
+        run.settle()
     chosen = "rounds"
     if cluster.balancing and sum(s.replicas for s in initial.values()) <= candidate.MAX_REPLICAS:
         if _greedy_instead(run, state):

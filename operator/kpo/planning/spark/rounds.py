@@ -84,7 +84,7 @@ def decide_bytes(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tole
     placed = [s for b, s in stats.items() if b in eligible and s.replicas]
     average = sum(s.bytes for s in placed) / max(1, sum(s.replicas for s in placed))
     inner = real.narrowed(average / 2)
-    counts = _count_quotas(stats, cluster, tolerance)
+    counts = count_quotas(stats, cluster, tolerance)
     out: dict[int, float] = {}
     into: dict[int, float] = {}
     for group in _domain_groups(cluster, closed):
@@ -101,7 +101,7 @@ def decide_bytes(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tole
                      forced=sum(s.forced_replicas for s in stats.values()))
 
 
-def _count_quotas(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> tuple[Band, dict[
+def count_quotas(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> tuple[Band, dict[
         int, int]]:
     counts = {b: stats[b].replicas - stats[b].forced_replicas if b in stats else 0 for b in cluster.eligible}
     total = sum(counts.values()) + sum(s.forced_replicas for s in stats.values())
@@ -124,7 +124,7 @@ def decide_counts(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tol
     """A replica-count round: only when a broker's count is outside its band after the byte rounds. It moves the
     smallest replicas, and only between brokers whose bytes have room for it (a receiver not near the top of the
     byte band, a sender not near its bottom), so that fixing counts does not break the byte balance."""
-    count_band, counts = _count_quotas(stats, cluster, tolerance)
+    count_band, counts = count_quotas(stats, cluster, tolerance)
     if all(count_band.holds(c) for c in counts.values()):
         return RoundPlan(unit="replicas")
     loads = {b: float(stats[b].bytes) if b in stats else 0.0 for b in counts}
@@ -156,7 +156,7 @@ def decide_lift(stats: Mapping[int | None, BrokerStats], cluster: Cluster, toler
     fill them only from brokers above the band, whose replicas may have nowhere to go (a rack they cannot leave).
     ``exhausted`` brokers gave little in an earlier lift and are not asked again."""
     loads, real, inner = _byte_bands(stats, cluster, tolerance)
-    counts = _count_quotas(stats, cluster, tolerance)
+    counts = count_quotas(stats, cluster, tolerance)
     out: dict[int, float] = {}
     into: dict[int, float] = {}
     for group in _domain_groups(cluster, closed):
@@ -201,7 +201,7 @@ def decide_relieve(stats: Mapping[int | None, BrokerStats], cluster: Cluster, to
                     # band, the lower one would otherwise never help the higher one down).
                     out.pop(b, None)
                     into[b] = max(into.get(b, 0.0), (loads[top] - loads[b]) / 2)
-    counts = _count_quotas(stats, cluster, tolerance)
+    counts = count_quotas(stats, cluster, tolerance)
     sizes = {b: _mover_size(stats[b], q, counts) for b, q in out.items()}
     return RoundPlan(unit="bytes", out=out, into=_positive(into), mover_size=sizes)
 
