@@ -3,7 +3,8 @@
 A RemoveDisks plan empties one dir of broker 1 of a topic's replicas while a producer writes: proposed with every
 dir's bytes before and after, approved, carried out through AlterReplicaLogDirs under the intra-broker throttle, and
 judged with Kafka's own tools: LogDirsCommand (kafka-log-dirs.sh) for where the replicas are, DescribeConfigs for the
-throttle, the topic's log for what the producer wrote. A dir the broker does not have is refused before any job runs.
+throttle, the topic's log for what the producer wrote. A RebalanceDisks plan evens out broker 1's dirs by moving a
+topic's replicas between them, never off the broker. A dir the broker does not have is refused before any job runs.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartitionReplica
 
-from e2e.kafka_support import broker_rate, create_topic, wait_for
+from e2e.kafka_support import broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import KeyedProducer, fill, read_log
 from kpo.domain.throttle import LOG_DIR_RATE
@@ -39,6 +42,69 @@ def topic_dirs(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str
             found[log_dir["logDir"]] = {int(p["partition"].rsplit("-", 1)[1]) for p in log_dir["partitions"]
                                         if not p["isFuture"]}
     return found
+
+
+def dir_bytes(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str) -> dict[str, dict[int, int]]:
+    """Kafka's LogDirsCommand: the size of each partition of ``topic`` in each log dir of ``broker``."""
+    out = testbed.state.kafka.run_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
+                                       bootstrap_servers, "--describe", "--broker-list", str(broker),
+                                       "--topic-list", topic)
+    document: dict[str, Any] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    return {d["logDir"]: {int(p["partition"].rsplit("-", 1)[1]): int(p["size"]) for p in d["partitions"]
+                          if not p["isFuture"]}
+            for answer in document["brokers"] for d in answer["logDirs"]}
+
+
+def test_a_rebalance_disks_plan_moves_replicas_between_the_dirs_of_their_broker_as_kafka_shows(
+        testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+        resources: Resources) -> None:
+    """Eight partitions of 0.4-3.2 MB, all in broker 1's fuller dir: the plan moves some of them to the other dir.
+    Judged with LogDirsCommand: where each partition is and its bytes, against the proposal's per-dir figures (only
+    this topic is selected, so every other topic's bytes stay where they are), and DescribeTopics: still on broker 1."""
+    partitions = 8
+    create_topic(kafka_admin, topic_name, partitions, assignment=[[1]] * partitions)
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","))
+    try:
+        listing = kp.describe_log_dirs(brokers=[1])
+        used = {d["log_dir"]: sum(int(p["partition_size"]) for t in d.get("topics", []) for p in t["partitions"])
+                for answer in listing for d in answer["log_dirs"]}
+        fuller = max(used, key=lambda d: (used[d], d))
+        kp.alter_replica_log_dirs({TopicPartitionReplica(topic_name, p, 1): fuller for p in range(partitions)})
+    finally:
+        kp.close()
+    wait_for(lambda: len(dir_bytes(testbed, bootstrap_servers, 1, topic_name).get(fuller, {})) == partitions, 30,
+             f"every partition in {fuller}")
+    for p in range(partitions):
+        fill(bootstrap_servers, topic_name, [p], messages=40 * (p + 1))  # x 10 kB
+    before = dir_bytes(testbed, bootstrap_servers, 1, topic_name)
+
+    resources.create(KPR, "even-dirs", {"plan": {"goal": "RebalanceDisks", "brokers": [1], "topics": [topic_name],
+                                                 "tolerance": 0.05}})
+    status = resources.wait_phase(KPR, "even-dirs", {"Proposed", "Failed", "Invalid"}, timeout=300)
+    assert status["phase"] == "Proposed", status
+    summary, proposal = status["summary"], status["proposal"]
+    dirs = {d["logDir"]: d for d in summary["logDirs"] if d["broker"] == 1}
+    assert set(dirs) == set(before), (dirs, before)
+    assert summary["replicaMoves"] > 0 and summary["bytesToMove"] > 0, summary
+    spread_before = abs(dirs[fuller]["bytesBefore"] - next(d["bytesBefore"] for k, d in dirs.items() if k != fuller))
+    spread_after = abs(dirs[fuller]["bytesAfter"] - next(d["bytesAfter"] for k, d in dirs.items() if k != fuller))
+    assert spread_after < spread_before, dirs
+    assert dir_bytes(testbed, bootstrap_servers, 1, topic_name) == before, "nothing moves before the approval"
+
+    resources.patch_spec(KPR, "even-dirs", {"approval": {"proposalId": proposal["id"]}})
+    status = resources.wait_phase(KPR, "even-dirs", {"Succeeded", "Failed", "Invalid"}, timeout=300)
+    assert status["phase"] == "Succeeded", status
+
+    after = dir_bytes(testbed, bootstrap_servers, 1, topic_name)
+    assert sorted(p for sizes in after.values() for p in sizes) == list(range(partitions)), after
+    for log_dir, figures in dirs.items():
+        gained = len(after[log_dir]) - len(before[log_dir])
+        assert gained == figures["replicasAfter"] - figures["replicasBefore"], (log_dir, before, after, figures)
+        grown = sum(after[log_dir].values()) - sum(before[log_dir].values())
+        assert grown == figures["bytesAfter"] - figures["bytesBefore"], (log_dir, grown, figures)
+    moved = {p for p in range(partitions) if p not in after[fuller]}
+    assert sum(before[fuller][p] for p in moved) == summary["bytesToMove"]
+    assert replicas_of(kafka_admin, topic_name) == {p: [1] for p in range(partitions)}, "no replica left broker 1"
 
 
 def test_a_remove_disks_plan_empties_the_dir_under_the_intra_broker_throttle_while_a_producer_writes(

@@ -213,11 +213,16 @@ def live_bootstrap(testbed: Testbed) -> str:
 
 
 def _all_moves(testbed: Testbed) -> dict[Any, Any]:
-    admin = KafkaAdminClient(bootstrap_servers=live_bootstrap(testbed), request_timeout_ms=10_000)
-    try:
-        return dict(admin.list_partition_reassignments())
-    finally:
-        admin.close()
+    """Every move Kafka lists. kafka-python picks the node it asks from metadata, which lists a broker killed a moment
+    ago until the controller fences it: a refused connection is retried (30 s) with a new client."""
+    def ask() -> dict[Any, Any]:
+        admin = KafkaAdminClient(bootstrap_servers=live_bootstrap(testbed), request_timeout_ms=10_000)
+        try:
+            return {"moves": dict(admin.list_partition_reassignments())}
+        finally:
+            admin.close()
+
+    return dict(wait_for(ask, 30, "ListPartitionReassignments from a live broker")["moves"])
 
 
 def _throttles_left(admin: AdminClient, topic: str, settle: float = 30) -> list[str]:

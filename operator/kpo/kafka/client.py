@@ -181,7 +181,7 @@ def _ck_refusal(error: KafkaError) -> KafkaRefusal:
         error.name()).retriable)
 
 
-def _capacity(broker: int, log_dirs: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str], DirCapacity]:
+def capacity_of(broker: int, log_dirs: Sequence[Mapping[str, Any]]) -> dict[tuple[int, str], DirCapacity]:
     """The capacity each online dir reports (DescribeLogDirs v4+, KIP-827); -1, or nothing, from an older broker."""
     return {(broker, d["log_dir"]): DirCapacity(int(d["total_bytes"]), int(d["usable_bytes"]))
             for d in log_dirs
@@ -600,7 +600,7 @@ class KafkaAdminAdapter:
                                                    if d.get("error_code", 0) == 0)
             if offline := frozenset(d["log_dir"] for d in answer["log_dirs"] if d.get("error_code", 0) != 0):
                 report.offline_dirs[broker] = offline
-            report.capacity.update(_capacity(broker, answer["log_dirs"]))
+            report.capacity.update(capacity_of(broker, answer["log_dirs"]))
             for log_dir in answer["log_dirs"]:
                 for topic in log_dir.get("topics", []):
                     for p in topic["partitions"]:
@@ -625,7 +625,7 @@ class KafkaAdminAdapter:
                         kafka_errors.KafkaTimeoutError, kafka_errors.UnknownBrokerIdError):
                     continue  # not there to measure: left out, as log_dirs does
                 for answer in answers:
-                    capacity.update(_capacity(int(answer["broker"]), answer["log_dirs"]))
+                    capacity.update(capacity_of(int(answer["broker"]), answer["log_dirs"]))
         return capacity
 
     def alter_replica_log_dirs(self, moves: Mapping[tuple[TopicPartition, int], str]
