@@ -5,7 +5,9 @@ capacity of one small disk per dir, and filling a topic moves it.
 Broker 1 holds eight single-replica partitions of about 7 MB, four in each of its dirs: both dirs above half full.
 A threshold out of reach (10 %: no replica fits under it anywhere) ends Failed with ThresholdUnreachable and moves
 nothing; a threshold of 50 % is proposed, approved and carried out, and judged with Kafka's view: every dir's use in
-DescribeLogDirs at or under half, the moved replicas where DescribeTopics and DescribeLogDirs say they are. Racks are
+DescribeLogDirs at or under half, the moved replicas where DescribeTopics and DescribeLogDirs say they are. A dir above
+the threshold on a broker whose other dir has room is relieved by a copy between the two, under the intra-broker
+throttle. Racks are
 not in force here (every broker has a rack of its own, and ``rackAware: false``), so broker 1 may send to 2 and 3.
 """
 
@@ -23,11 +25,12 @@ from confluent_kafka.admin import AdminClient
 from kafka.structs import TopicPartitionReplica
 from kubernetes import client
 
-from e2e.kafka_support import create_topic, wait_for
+from e2e.kafka_support import broker_rate, create_topic, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
 from e2e.reassignment_support import fill
 from kafka import KafkaAdminClient
+from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster
 
@@ -35,6 +38,7 @@ PREFIX = f"e2e-relieve-{uuid.uuid4().hex[:6]}"
 SIZE = "48m"
 PARTITIONS = 8
 MESSAGES = 700  # x 10 kB: about 7 MB a partition, 28 MB a dir of 48 MiB (58 %)
+LOG_DIR_BYTES_PER_SECOND = 4 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +166,62 @@ def test_relieve_capacity_brings_every_dir_under_the_threshold_as_kafka_reports_
         return all(share <= 0.5 for share in dir_use(kp).values())
 
     wait_for(all_under, 60, "every dir's use at or under 50% in DescribeLogDirs (deleted logs go after 1 s)")
+
+
+def test_a_dir_above_the_threshold_is_relieved_into_its_brokers_other_dir_under_the_intra_broker_throttle(
+        small_disks: KafkaCluster, relieve_resources: Resources) -> None:
+    """Broker 3's fuller dir gets five partitions of about 6.3 MB (above 60 % of its 48 MiB) while its other dir has
+    room: the plan copies replicas between broker 3's own dirs (the issue's "intra-broker first"), nothing changes
+    broker, and the copy runs under ``logDirThrottle``, judged with DescribeLogDirs (where each replica is, each
+    dir's use) and DescribeConfigs (the broker's rate while copying, none after). Broker 1 stays at or under 58 %
+    whether the tests before ran or not, so 60 % concerns broker 3 alone."""
+    cluster = small_disks
+    topic = f"one-dir-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    try:
+        use = dir_use(kp)
+        fuller, other = sorted((str(d) for d in cluster.log_dirs(3)), key=lambda d: (-use[(3, d)], d))
+        create_topic(admin, topic, 5, assignment=[[3]] * 5)
+        kp.alter_replica_log_dirs({TopicPartitionReplica(topic, p, 3): fuller for p in range(5)})
+        wait_for(lambda: replica_dir(kp, topic, 3) == dict.fromkeys(range(5), fuller), 60, "the replicas in one dir")
+        fill(cluster.bootstrap_servers, topic, list(range(5)), messages=630)
+        assert dir_use(kp)[(3, fuller)] > 0.6 > dir_use(kp)[(3, other)], dir_use(kp)
+
+        relieve_resources.create(KPR, "one-dir", {
+            "plan": {"goal": "RelieveCapacity", "threshold": 0.6, "rackAware": False, "topics": [topic]},
+            "execution": {"logDirThrottle": LOG_DIR_BYTES_PER_SECOND}})
+        status = relieve_resources.wait_phase(KPR, "one-dir", {"Proposed", "Failed", "Invalid"}, timeout=300)
+        assert status["phase"] == "Proposed", status
+        summary, proposal = status["summary"], status["proposal"]
+        dirs = {(d["broker"], d["logDir"]): d for d in summary["logDirs"]}
+        assert dirs[(3, fuller)]["usedRatioBefore"] > 0.6 >= dirs[(3, fuller)]["usedRatioAfter"], dirs
+        assert dirs[(3, other)]["usedRatioAfter"] <= 0.6, dirs
+        assert summary["replicaMoves"] >= 1 and proposal["estimatedSeconds"] >= 1, (summary, proposal)
+        assert "logDirThrottle" in proposal["estimateNote"], proposal
+
+        relieve_resources.patch_spec(KPR, "one-dir", {"approval": {"proposalId": proposal["id"]}})
+        rates: list[str | None] = []
+
+        def done() -> bool:
+            rates.append(broker_rate(admin, 3, LOG_DIR_RATE))
+            return relieve_resources.status(KPR, "one-dir").get("phase") in {"Succeeded", "Failed", "Invalid"}
+
+        wait_for(done, 300, "the relief to end", interval=0.3)
+        status = relieve_resources.status(KPR, "one-dir")
+        assert status["phase"] == "Succeeded", status
+
+        # Kafka's view: every replica still on broker 3 alone, the moved ones in the other dir as the plan named.
+        assert set(map(tuple, replicas(admin, topic).values())) == {(3,)}
+        plan_dirs = {int(d["partition"]): d["log_dirs"][0] for d in _plan_entries(relieve_resources, status)}
+        where = replica_dir(kp, topic, 3)
+        assert plan_dirs and all(where[p] == d == other for p, d in plan_dirs.items()), (plan_dirs, where)
+        assert str(LOG_DIR_BYTES_PER_SECOND) in rates, f"broker 3's rate while copying: {sorted(set(map(str, rates)))}"
+        assert broker_rate(admin, 3, LOG_DIR_RATE) is None, "the rate is taken back"
+        wait_for(lambda: dir_use(kp)[(3, fuller)] <= 0.6, 60, f"broker 3's {fuller} at or under 60% in DescribeLogDirs")
+        assert dir_use(kp)[(3, other)] <= 0.6, dir_use(kp)
+    finally:
+        kp.close()
 
 
 def _plan_entries(resources: Resources, status: dict[str, Any]) -> list[dict[str, Any]]:
