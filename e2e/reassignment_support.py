@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
 from e2e.conftest import QUIET
-from e2e.kafka_support import set_throttle, wait_for
+from e2e.kafka_support import broker_rate, set_throttle, wait_for
+from e2e.kube_support import Resources
 from kpo.domain.model import OngoingReassignment, TopicPartition
 from kpo.kafka.client import ConnectionSettings, KafkaAdminAdapter
 
@@ -42,6 +43,20 @@ def throttled(admin: AdminClient, topic: str, rate: int = SLOW_RATE) -> Iterator
         yield
     finally:
         set_throttle(admin, [1, 2, 3], topic, None)
+
+
+def rates_until_done(resources: Resources, kind: str, name: str, admin: AdminClient, broker: int, key: str,
+                     what: str, timeout: float = 300, interval: float = 0.3) -> list[str | None]:
+    """Wait for the resource to end (Succeeded, Failed, Invalid), reading ``broker``'s ``key`` from DescribeConfigs at
+    every look: the values Kafka showed while the resource ran."""
+    rates: list[str | None] = []
+
+    def done() -> bool:
+        rates.append(broker_rate(admin, broker, key))
+        return resources.status(kind, name).get("phase") in {"Succeeded", "Failed", "Invalid"}
+
+    wait_for(done, timeout, what, interval=interval)
+    return rates
 
 
 def kafka(bootstrap_servers: str) -> KafkaAdminAdapter:

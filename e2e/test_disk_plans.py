@@ -19,7 +19,7 @@ from kafka.structs import TopicPartitionReplica
 
 from e2e.kafka_support import broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
-from e2e.reassignment_support import KeyedProducer, fill, read_log
+from e2e.reassignment_support import KeyedProducer, fill, rates_until_done, read_log
 from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
 
@@ -146,13 +146,8 @@ def test_a_remove_disks_plan_empties_the_dir_under_the_intra_broker_throttle_whi
         assert topic_dirs(testbed, bootstrap_servers, 1, topic_name) == before, "nothing moves before the approval"
 
         resources.patch_spec(KPR, "retire-dir", {"approval": {"proposalId": proposal["id"]}})
-        rates: list[str | None] = []
-
-        def done() -> bool:
-            rates.append(broker_rate(kafka_admin, 1, LOG_DIR_RATE))
-            return resources.status(KPR, "retire-dir").get("phase") in {"Succeeded", "Failed", "Invalid"}
-
-        wait_for(done, 300, "the drain to end", interval=0.5)
+        rates = rates_until_done(resources, KPR, "retire-dir", kafka_admin, 1, LOG_DIR_RATE, "the drain to end",
+                                 interval=0.5)
     finally:
         acked = producer.stop()
     status = resources.status(KPR, "retire-dir")

@@ -28,7 +28,7 @@ from kubernetes import client
 from e2e.kafka_support import broker_rate, create_topic, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
-from e2e.reassignment_support import fill
+from e2e.reassignment_support import fill, rates_until_done
 from kafka import KafkaAdminClient
 from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
@@ -201,13 +201,7 @@ def test_a_dir_above_the_threshold_is_relieved_into_its_brokers_other_dir_under_
         assert "logDirThrottle" in proposal["estimateNote"], proposal
 
         relieve_resources.patch_spec(KPR, "one-dir", {"approval": {"proposalId": proposal["id"]}})
-        rates: list[str | None] = []
-
-        def done() -> bool:
-            rates.append(broker_rate(admin, 3, LOG_DIR_RATE))
-            return relieve_resources.status(KPR, "one-dir").get("phase") in {"Succeeded", "Failed", "Invalid"}
-
-        wait_for(done, 300, "the relief to end", interval=0.3)
+        rates = rates_until_done(relieve_resources, KPR, "one-dir", admin, 3, LOG_DIR_RATE, "the relief to end")
         status = relieve_resources.status(KPR, "one-dir")
         assert status["phase"] == "Succeeded", status
 
