@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kafka import KafkaAdminClient
 from kubernetes import client
 
 from e2e.kafka_support import create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import operator_for
 from e2e.reassignment_support import fill, throttled
-from kafka import KafkaAdminClient
 from kpo_testbed import Testbed, procs
 from kpo_testbed.kafka import KafkaCluster
 from kpo_testbed.paths import cache_root, read_versions

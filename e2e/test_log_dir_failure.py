@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
 from kafka.structs import TopicPartitionReplica
 from kubernetes import client
 
@@ -21,7 +22,6 @@ from e2e.kafka_support import create_topic, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
 from e2e.reassignment_support import fill
-from kafka import KafkaAdminClient
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster
 

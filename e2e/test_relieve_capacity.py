@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
 from kafka.structs import TopicPartitionReplica
 from kubernetes import client
 
@@ -29,7 +30,6 @@ from e2e.kafka_support import broker_rate, create_topic, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
 from e2e.reassignment_support import fill, rates_until_done
-from kafka import KafkaAdminClient
 from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KpTopicPartition
 
 from e2e.conftest import QUIET
 from e2e.kafka_support import create_topic, describe_topic, replicas_of, set_throttle, wait_for
-from kafka import KafkaAdminClient
-from kafka import TopicPartition as KpTopicPartition
 from kpo_testbed import Testbed, UnhealthyTestbedError
 
 
