@@ -30,22 +30,9 @@ ASSIGNMENT = [[1, 2], [2, 1], [1, 3], [3, 1], [1, 2], [2, 3]]
 pytestmark = pytest.mark.usefixtures("kpo_operator")
 
 
-def topic_dirs(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str) -> dict[str, set[int]]:
-    """Kafka's LogDirsCommand: the partitions of ``topic`` in each log dir of ``broker`` (future replicas apart)."""
-    out = testbed.state.kafka.run_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
-                                       bootstrap_servers, "--describe", "--broker-list", str(broker),
-                                       "--topic-list", topic)
-    document: dict[str, Any] = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
-    found: dict[str, set[int]] = {}
-    for answer in document["brokers"]:
-        for log_dir in answer["logDirs"]:
-            found[log_dir["logDir"]] = {int(p["partition"].rsplit("-", 1)[1]) for p in log_dir["partitions"]
-                                        if not p["isFuture"]}
-    return found
-
-
 def dir_bytes(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str) -> dict[str, dict[int, int]]:
-    """Kafka's LogDirsCommand: the size of each partition of ``topic`` in each log dir of ``broker``."""
+    """Kafka's LogDirsCommand (kafka-log-dirs.sh): the size of each partition of ``topic`` in each log dir of
+    ``broker`` (future replicas apart)."""
     out = testbed.state.kafka.run_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
                                        bootstrap_servers, "--describe", "--broker-list", str(broker),
                                        "--topic-list", topic)
@@ -53,6 +40,11 @@ def dir_bytes(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str)
     return {d["logDir"]: {int(p["partition"].rsplit("-", 1)[1]): int(p["size"]) for p in d["partitions"]
                           if not p["isFuture"]}
             for answer in document["brokers"] for d in answer["logDirs"]}
+
+
+def topic_dirs(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str) -> dict[str, set[int]]:
+    """The partitions of ``topic`` in each log dir of ``broker``, as LogDirsCommand lists them."""
+    return {log_dir: set(sizes) for log_dir, sizes in dir_bytes(testbed, bootstrap_servers, broker, topic).items()}
 
 
 def broker_dir_bytes(kp: KafkaAdminClient, broker: int) -> dict[str, int]:

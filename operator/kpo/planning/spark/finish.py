@@ -126,6 +126,12 @@ def count_finish(rows: Iterable[Row], stats: Mapping[int | None, BrokerStats], c
                           max_moves=MAX_MOVES)
 
 
+def replicas_moved(rows: Iterable[Row], targets: Mapping[Key, tuple[int, ...]]) -> int:
+    """Slots whose broker ``targets`` changes."""
+    return sum(sum(old != new for old, new in zip(row.replicas, after, strict=True))
+               for row in rows if (after := targets.get((row.topic, row.partition))) is not None)
+
+
 def deltas(rows: Iterable[Row], targets: Mapping[Key, tuple[int, ...]], cluster: Cluster,
            ) -> dict[int | None, BrokerStats]:
     """How ``targets`` change the per-broker sums, slot by slot (a finish keeps slot order). A replica is movable

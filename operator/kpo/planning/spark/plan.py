@@ -227,9 +227,7 @@ class _Rounds:
         rows = self._collect(senders)
         targets = finish.count_finish(rows, self.stats, self.cluster, self.request)
         self.count += 1
-        moved = sum(sum(a != b for a, b in zip(before.replicas, targets[(before.topic, before.partition)],
-                                               strict=True))
-                    for before in rows if (before.topic, before.partition) in targets)
+        moved = finish.replicas_moved(rows, targets)
         log.info("round %d (count finish): %d replicas moved on the driver, from %d partitions collected",
                  self.count, moved, len(rows))
         self._take(rows, targets)
