@@ -7,8 +7,8 @@ A threshold out of reach (10 %: no replica fits under it anywhere) ends Failed w
 nothing; a threshold of 50 % is proposed, approved and carried out, and judged with Kafka's view: every dir's use in
 DescribeLogDirs at or under half, the moved replicas where DescribeTopics and DescribeLogDirs say they are. A dir above
 the threshold on a broker whose other dir has room is relieved by a copy between the two, under the intra-broker
-throttle. Racks are
-not in force here (every broker has a rack of its own, and ``rackAware: false``), so broker 1 may send to 2 and 3.
+throttle. Racks are not in force here (every broker has a rack of its own, and ``rackAware: false``), so broker 1 may
+send to 2 and 3.
 """
 
 from __future__ import annotations
