@@ -11,17 +11,19 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from kpo.domain.greedy import Key
 from kpo.domain.plan_contract import BrokerInfo, Goal, PartitionRecord, PlanMetrics, PlanRequest
-from kpo.planning.spark import candidate, job, moves
+from kpo.planning.spark import candidate, finish, job, moves
 from kpo.planning.spark import plan as plan_module
+from kpo.planning.spark.cluster import Cluster
 from kpo.planning.spark.plan import make_plan, read_snapshot
-from kpo.planning.spark.rounds import count_quotas
+from kpo.planning.spark.rounds import STAT_FIELDS, BrokerStats, count_quotas, with_deltas
 from kpo.planning.spark.workdir import write_input
 
 DATA = Path(__file__).parent / "data" / "planner"
@@ -199,30 +201,54 @@ def test_the_driver_finish_of_the_byte_rounds_keeps_every_rule(spark: SparkSessi
     monkeypatch.setattr(plan_module, "FINISH_ABOVE", 0)
     monkeypatch.setattr(candidate, "MAX_REPLICAS", 0)
     changed: list[int] = []
-    monkeypatch.setattr(plan_module._Rounds, "finish", _counting(plan_module._Rounds.finish, changed))
-    seen: list[tuple[float, float, bool]] = []
-    monkeypatch.setattr(plan_module._Rounds, "count_finish", _watching_counts(plan_module._Rounds.count_finish, seen))
+    monkeypatch.setattr(plan_module._Rounds, "finish", _exact(_counting(plan_module._Rounds.finish, changed)))
+    monkeypatch.setattr(plan_module._Rounds, "count_finish", _exact(plan_module._Rounds.count_finish))
+    seen: list[tuple[float, float]] = []
+    monkeypatch.setattr(finish, "count_finish", _watching_counts(finish.count_finish, seen))
     _keeps_every_rule(spark, tmp_path, FINISH_CASES[case])
     assert sum(changed) > 0, "the finish changed no partition"
-    # The count finish ran in place of count rounds, brought the counts closer to their band, and left the per-broker
-    # sums as a recount of the state finds them (its deltas are worked out on the driver).
-    assert seen, "no count finish ran"
-    for before, after, exact in seen:
-        assert after < before, (before, after)
-        assert exact, "the count finish's sums differ from a recount"
+    # The count greedy ran (in the byte finish or in a count finish of its own) in place of count rounds and brought
+    # the counts closer to their band; after each finish the per-broker sums are what a recount of the state finds
+    # (the deltas are worked out on the driver).
+    assert any(before > after for before, after in seen), f"no count greedy moved a replica: {seen}"
+    for before, after in seen:
+        assert after <= before, (before, after)
 
 
-def _watching_counts(method: Callable[[plan_module._Rounds], int], seen: list[tuple[float, float, bool]],
-                     ) -> Callable[[plan_module._Rounds], int]:
-    def outside(self: plan_module._Rounds) -> float:
-        band, counts = count_quotas(self.stats, self.cluster, self.request.tolerance)
+CountFinish = Callable[[list[finish.Row], Mapping[int | None, BrokerStats], Cluster, PlanRequest],
+                       dict[Key, tuple[int, ...]]]
+
+
+def _watching_counts(function: CountFinish, seen: list[tuple[float, float]]) -> CountFinish:
+    """Records how far the counts are outside their band before and after each count greedy."""
+    def outside(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> float:
+        band, counts = count_quotas(stats, cluster, tolerance)
         return sum(max(0.0, band.lo - c, c - band.hi) for c in counts.values())
 
+    def wrapper(rows: list[finish.Row], stats: Mapping[int | None, BrokerStats], cluster: Cluster,
+                request: PlanRequest) -> dict[Key, tuple[int, ...]]:
+        targets = function(rows, stats, cluster, request)
+        after = with_deltas(stats, finish.deltas(rows, targets, cluster))
+        seen.append((outside(stats, cluster, request.tolerance), outside(after, cluster, request.tolerance)))
+        return targets
+    return wrapper
+
+
+def _exact(method: Callable[[plan_module._Rounds], int]) -> Callable[[plan_module._Rounds], int]:
+    """Checks that a finish changes the per-broker sums by what a recount of the state before and after finds."""
+    def change(after: Mapping[int | None, BrokerStats], before: Mapping[int | None, BrokerStats],
+               ) -> dict[tuple[int | None, str], int]:
+        zero = BrokerStats(broker=None)
+        diff = {(b, f): getattr(after.get(b, zero), f) - getattr(before.get(b, zero), f)
+                for b in set(after) | set(before) for f in STAT_FIELDS}
+        return {k: v for k, v in diff.items() if v}
+
     def wrapper(self: plan_module._Rounds) -> int:
-        before = outside(self)
+        sums, counted = self.stats, moves.broker_stats(self.state, self.cluster)
         moved = method(self)
         if moved:
-            seen.append((before, outside(self), self.stats == moves.broker_stats(self.state, self.cluster)))
+            assert change(self.stats, sums) == change(moves.broker_stats(self.state, self.cluster), counted), \
+                "the finish's deltas differ from a recount's"
         return moved
     return wrapper
 
@@ -350,3 +376,24 @@ def test_scope_filters_keep_topics_brokers_and_leaders_out(spark: SparkSession, 
         assert ("payments", 0) not in {(e["topic"], e["partition"]) for e in entries}  # type: ignore[index]
     loads = {b.broker: b.bytes for b in metrics.brokers_after}
     assert loads.get(4, 0) == 0 and metrics.band_reached, (loads, metrics.message)
+
+
+def test_a_finish_collects_every_partition_of_a_byte_sender_and_the_smallest_of_a_count_sender(
+        spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count greedy tries a broker's smallest replicas only: of a count sender, the partitions holding one of its
+    SMALLEST smallest replicas are collected, of a byte sender every selected one."""
+    monkeypatch.setattr(finish, "SMALLEST", 2)
+    rows = [("t", 0, 50, [1, 2], [1, 2], True), ("t", 1, 10, [1, 3], [1, 3], True),
+            ("t", 2, 30, [2, 3], [2, 3], True), ("t", 3, 20, [2, 4], [2, 4], True),
+            ("t", 4, 40, [2, 4], [2, 4], True), ("t", 5, 5, [2, 4], [2, 4], False),
+            ("t", 6, 60, [3, 4], [3, 4], True)]
+    state = spark.createDataFrame(rows, "topic string, partition int, size long, replicas array<int>, "
+                                        "original array<int>, selected boolean")
+
+    def keys(brokers: list[int], smallest_on: list[int]) -> set[int]:
+        return {r["partition"] for r in plan_module.finish_rows(state, brokers, smallest_on).collect()}
+
+    assert keys([1], []) == {0, 1}
+    assert keys([], [2]) == {3, 2}, "broker 2's two smallest selected replicas (the unselected 5 B one left out)"
+    assert keys([1], [2, 4]) == {0, 1, 2, 3, 4}, "broker 4's two smallest are partitions 3 and 4"
+    assert keys([4], [4]) == {3, 4, 6}, "a byte sender's partitions are all collected"

@@ -13,7 +13,8 @@ from round to round by adding each round's changes; they are recounted from the 
    brokers are still outside the band, relief rounds that bring the worst ones closer (:func:`decide_lift`,
    :func:`decide_relieve`): the band may be out of reach, the worst deviation still has to be as small as it can be.
 4. Count rounds, if replica counts are still outside their band (then byte rounds again if they moved anything); on
-   the finish's inputs, one count greedy on the driver instead (:func:`kpo.planning.spark.finish.count_finish`).
+   the finish's inputs, one count greedy on the driver instead (:func:`kpo.planning.spark.finish.count_finish`), run
+   by the byte finish itself on the rows it collected when it brought every broker's bytes into the band.
 5. Leader rounds (reorders only, :mod:`kpo.planning.spark.leaders`).
 6. Check the hard constraints on the result and measure it (:mod:`kpo.planning.spark.quality`).
 """
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kpo.domain.greedy import Key
@@ -152,6 +153,11 @@ class _Rounds:
         # Too large for the greedy candidate: the byte rounds' last few replicas are placed on the driver instead.
         self.finishing = sum(s.replicas for s in self.stats.values()) > FINISH_ABOVE
         self.last_sent: dict[int, float] = {}
+        # Replicas the count greedy moved on the driver (in the byte finish or a count finish of its own).
+        self.counted = 0
+        # The brokers whose partitions the count greedy last saw, until a Spark round changes the state: a count
+        # finish with no other sender would collect them again for nothing.
+        self.count_seen: frozenset[int] = frozenset()
         # Why the balancing rounds ended, for the note when the band is not reached.
         self.stopped = "its byte rounds ended"
 
@@ -175,6 +181,7 @@ class _Rounds:
             self.state = checkpoint(moves.apply_moves(self.state, placed))
             self.stats = with_deltas(self.stats, deltas)
             self.exact = False
+            self.count_seen = frozenset()
         self.count += 1
         log.info("round %d (%s): %d replicas moved", self.count, plan.unit, moved)
         return moved
@@ -202,42 +209,61 @@ class _Rounds:
         self.stopped = f"it ran its {limit} byte rounds"
 
     def finish(self) -> int:
-        """The last few replicas of the byte rounds, placed by the greedy on the driver (:mod:`finish`); how many
+        """The last few replicas of the byte rounds, placed by the greedy on the driver (:mod:`finish`), and when
+        that brings every broker's bytes into the band, the counts' too, from the same collection; how many
         partitions it changed."""
         senders = finish.sources(self.stats, self.cluster, self.request.tolerance)
         if not senders:
             self.stopped = "its byte rounds found no quota left to fill"
             return 0
-        rows = self._collect(senders)
+        # The count greedy's partitions come along: one collection and one join serve both.
+        counting = finish.count_sources(self.stats, self.cluster, self.request.tolerance)
+        rows = self._collect(senders, counting)
         targets = finish.finish(rows, self.stats, self.cluster, self.request)
         self.count += 1
         log.info("round %d (finish): %d partitions changed on the driver, from %d collected", self.count,
                  len(targets), len(rows))
         self.stopped = ("its byte rounds moved few replicas and the greedy that placed the last ones found no single "
                         "replica move that brings a broker closer to the band")
+        after = with_deltas(self.stats, finish.deltas(rows, targets, self.cluster))
+        if not finish.outside_band(after, self.cluster, self.request.tolerance):
+            targets = self._count_greedy(rows, targets, after)
+            self.count_seen = senders | counting
         self._take(rows, targets)
         return len(targets)
+
+    def _count_greedy(self, rows: list[FinishRow], targets: dict[Key, tuple[int, ...]],
+                      stats: Mapping[int | None, BrokerStats]) -> dict[Key, tuple[int, ...]]:
+        """``targets`` with the count greedy's moves on top, on the rows as the byte greedy left them."""
+        if not finish.count_sources(stats, self.cluster, self.request.tolerance):
+            return targets
+        placed = finish.as_placed(rows, targets)
+        counted = finish.count_finish(placed, stats, self.cluster, self.request)
+        moved = finish.replicas_moved(placed, counted)
+        self.counted += moved
+        log.info("round %d (finish): %d replicas moved for the counts", self.count, moved)
+        return {**targets, **counted}
 
     def count_finish(self) -> int:
         """Replica counts brought into their band by the count greedy on the driver (:mod:`finish`), in place of
         count rounds; how many replicas it moved."""
         senders = finish.count_sources(self.stats, self.cluster, self.request.tolerance)
-        if not senders:
+        if senders <= self.count_seen:
             return 0
-        rows = self._collect(senders)
+        rows = self._collect((), senders)
         targets = finish.count_finish(rows, self.stats, self.cluster, self.request)
         self.count += 1
         moved = finish.replicas_moved(rows, targets)
+        self.counted += moved
         log.info("round %d (count finish): %d replicas moved on the driver, from %d partitions collected",
                  self.count, moved, len(rows))
         self._take(rows, targets)
         return moved
 
-    def _collect(self, brokers: Collection[int]) -> list[FinishRow]:
-        """The selected partitions holding a replica on one of ``brokers``, for a finish on the driver."""
-        holding = members(brokers)
-        rows = (self.state.filter(F.col("selected") & F.exists("replicas", holding.has))
-                .select("topic", "partition", "size", "replicas", "original").collect())
+    def _collect(self, brokers: Collection[int], smallest_on: Collection[int] = ()) -> list[FinishRow]:
+        """The selected partitions holding a replica on one of ``brokers``, and those holding one of the
+        :data:`finish.SMALLEST` smallest replicas of a broker in ``smallest_on``, for a finish on the driver."""
+        rows = finish_rows(self.state, brokers, smallest_on).collect()
         return [FinishRow(topic=r["topic"], partition=int(r["partition"]), size=int(r["size"]),
                           replicas=tuple(int(b) for b in r["replicas"]),
                           original=tuple(int(b) for b in r["original"] or ())) for r in rows]
@@ -270,6 +296,7 @@ class _Rounds:
         self.stopped = f"it ran its {limit} relief rounds (the limit)"
 
     def counts(self, limit: int) -> int:
+        """Replicas moved for the counts in this phase."""
         if self.finishing:
             return self.count_finish()
         total = 0
@@ -501,6 +528,26 @@ def measure(state: DataFrame, cluster: Cluster, request: PlanRequest, *, initial
         replicas_left_on_removed_brokers=counted["replicas_left_on_removed_brokers"],
         balance_before=quality.balance(before, cluster), balance_after=quality.balance(after, cluster),
         brokers_before=before, brokers_after=after, rounds=rounds, planning_seconds=round(planning_seconds, 3))
+
+
+def finish_rows(state: DataFrame, brokers: Collection[int], smallest_on: Collection[int]) -> DataFrame:
+    """The rows a finish collects: every selected partition with a replica on one of ``brokers`` (the byte greedy
+    weighs them all) and those with one of the :data:`finish.SMALLEST` smallest replicas of a broker in
+    ``smallest_on`` (the count greedy tries a broker's smallest only)."""
+    columns = ["topic", "partition", "size", "replicas", "original"]
+    holding = F.exists("replicas", members(brokers).has) if brokers else F.lit(False)
+    few = [b for b in smallest_on if b not in set(brokers)]
+    if not few:
+        return state.filter(F.col("selected") & holding).select(*columns)
+    on_few = members(few)
+    replicas = (state.filter(F.col("selected") & F.exists("replicas", on_few.has))
+                .select("topic", "partition", "size", F.explode("replicas").alias("broker"))
+                .filter(on_few.has(F.col("broker"))))
+    by_size = Window.partitionBy("broker").orderBy("size", "topic", "partition")
+    small = (replicas.withColumn("rank", F.row_number().over(by_size)).filter(F.col("rank") <= finish.SMALLEST)
+             .select("topic", "partition").distinct().withColumn("small", F.lit(True)))
+    return (state.filter(F.col("selected")).join(small, ["topic", "partition"], "left")
+            .filter(holding | F.col("small").isNotNull()).select(*columns))
 
 
 def plan_lines(state: DataFrame) -> DataFrame:
