@@ -2,18 +2,20 @@
 are each a tmpfs of 48 MiB, so the capacity Kafka reports in DescribeLogDirs (KIP-827: total and usable bytes) is the
 capacity of one small disk per dir, and filling a topic moves it.
 
-Broker 1 holds eight single-replica partitions of about 7 MB, four in each of its dirs: both dirs above half full.
-A threshold out of reach (10 %: no replica fits under it anywhere) ends Failed with ThresholdUnreachable and moves
-nothing; a threshold of 50 % is proposed, approved and carried out, and judged with Kafka's view: every dir's use in
-DescribeLogDirs at or under half, the moved replicas where DescribeTopics and DescribeLogDirs say they are. A dir above
-the threshold on a broker whose other dir has room is relieved by a copy between the two, under the intra-broker
-throttle. Racks are not in force here (every broker has a rack of its own, and ``rackAware: false``), so broker 1 may
-send to 2 and 3.
+Broker 1 holds eight single-replica partitions of about 7 MB, four in each of its dirs: both dirs above half full. A
+threshold out of reach (10 %: no replica fits under it anywhere) ends Failed with ThresholdUnreachable and moves
+nothing; one met in part (20 %: the dirs cannot take every replica, but moving some helps) is proposed as the best
+reachable state, ThresholdUnreachable, and moves nothing before approval; a threshold of 50 % is proposed, approved and
+carried out, and judged with Kafka's view: every dir's use in DescribeLogDirs at or under half, the moved replicas where
+DescribeTopics and DescribeLogDirs say they are. A dir above the threshold on a broker whose other dir has room is
+relieved by a copy between the two, under the intra-broker throttle. Racks are not in force here (every broker has a
+rack of its own, and ``rackAware: false``), so broker 1 may send to 2 and 3.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,6 +127,38 @@ def test_a_threshold_no_placement_meets_fails_naming_the_dirs_and_moves_nothing(
     assert warnings == ["ThresholdUnreachable"], warnings
     assert replica_dir(kp, topic, 1) == before and set(map(tuple, replicas(admin, topic).values())) == {(1,)}
     relieve_resources.delete(KPR, "out-of-reach")
+
+
+def test_a_threshold_met_in_part_is_proposed_as_the_best_reachable_state_and_moves_nothing_before_approval(
+        full_broker: tuple[str, KafkaAdminClient, AdminClient], relieve_resources: Resources) -> None:
+    """20 %: a dir of 48 MiB holds one 7 MB replica under it, not two; the six dirs cannot take broker 1's eight
+    replicas, yet moving some brings its dirs down. Proposed with ThresholdUnreachable (one Event, not one per tick),
+    the dirs left above named; receivers never pushed above the threshold; nothing moves until approval."""
+    topic, kp, admin = full_broker
+    before = replica_dir(kp, topic, 1)
+    relieve_resources.create(KPR, "in-part", {"plan": {"goal": "RelieveCapacity", "threshold": 0.2,
+                                                       "rackAware": False, "topics": [topic]}})
+    status = relieve_resources.wait_phase(KPR, "in-part", {"Failed", "Proposed", "Succeeded", "Invalid"}, timeout=300)
+    assert status["phase"] == "Proposed", status
+    ready = relieve_resources.condition(KPR, "in-part", "Ready")
+    assert ready is not None and ready["reason"] == "ThresholdUnreachable", ready
+    assert "best reachable state: log dirs still above 20% of capacity" in ready["message"], ready
+    assert "of broker 1 at " in ready["message"], ready
+    summary = status["summary"]
+    assert summary["replicaMoves"] > 0 and summary["bytesToMove"] > 0, summary
+    dirs = {(d["broker"], d["logDir"]): d for d in summary["logDirs"]}
+    ours = [d for (broker, _), d in dirs.items() if broker == 1]
+    assert len(ours) == 2 and all(d["usedRatioAfter"] < d["usedRatioBefore"] for d in ours), ours
+    assert all(d["usedRatioAfter"] <= 0.2 for (broker, _), d in dirs.items() if broker != 1
+               and d["usedRatioAfter"] > d["usedRatioBefore"]), dirs
+    # Several ticks later: still Proposed, still one Warning, and Kafka shows every replica where it was.
+    relieve_resources.wait_event("in-part", "ThresholdUnreachable")
+    time.sleep(5)
+    assert relieve_resources.status(KPR, "in-part")["phase"] == "Proposed"
+    warnings = [e.reason for e in relieve_resources.events("in-part") if e.type == "Warning"]
+    assert warnings == ["ThresholdUnreachable"], warnings
+    assert replica_dir(kp, topic, 1) == before and set(map(tuple, replicas(admin, topic).values())) == {(1,)}
+    relieve_resources.delete(KPR, "in-part")
 
 
 def test_relieve_capacity_brings_every_dir_under_the_threshold_as_kafka_reports_it(

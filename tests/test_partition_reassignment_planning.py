@@ -343,6 +343,8 @@ def test_planning_to_proposed_threshold_unreachable_with_the_best_reachable_stat
     assert d.phase is Phase.PROPOSED and d.reason == "ThresholdUnreachable" and d.awaiting_approval
     assert d.proposal is PROPOSAL
     assert d.message.startswith(ABOVE + "; proposal abc123 waits for approval")
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "ThresholdUnreachable")], \
+        "a goal out of reach is a Warning, approval or not"
     reached = Job(JobStatus.SUCCEEDED, proposal=PROPOSAL, metrics=relieve_metrics(reached=True))
     assert decide_planning(Phase.PLANNING, intent(request=RELIEVE), reached, None, measured()).reason == "Proposed"
 

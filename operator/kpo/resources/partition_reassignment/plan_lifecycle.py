@@ -29,7 +29,7 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
   :func:`proposal_problems`) or *Proposed* (also a proposal that changes no list when demoted brokers, or
   ``excludeLeaders`` with ``electLeadersAfter``, still lead selected partitions: its execution is the election; and
   RelieveCapacity's best reachable state when no plan brings every dir under the threshold: ``ThresholdUnreachable``,
-  kept on every tick of Proposed).
+  kept on every tick of Proposed, its one Event a Warning).
 - **Proposed** stays until approved; transitions to *Executing* (approved and the cluster unchanged), *Planning*
   (approved, but the cluster changed since the snapshot), *Invalid* (the spec changed since, and no longer allows
   what the proposal does), or *Stopped*.
@@ -346,7 +346,7 @@ def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Propos
                                        and previous_reason != PLANNING_JOB_NOT_STARTED):
         event = transition_event(phase, decision.phase, decision.reason, decision.message,
                                  warning=decision.phase in (Phase.FAILED, Phase.INVALID)
-                                 or decision.reason == PLANNING_JOB_NOT_STARTED)
+                                 or decision.reason in (PLANNING_JOB_NOT_STARTED, THRESHOLD_UNREACHABLE))
         decision = PlanningDecision(**{**decision.__dict__, "events": (*decision.events, event)})
     return decision
 
