@@ -562,6 +562,28 @@ def test_the_other_partitions_go_on_while_one_waits_for_an_offline_dir() -> None
         "found once: recorded, it is not reported again"
 
 
+def test_a_source_dir_that_goes_offline_mid_copy_fails_its_partition_naming_the_dir() -> None:
+    """Broker 1's /a fails while P0 is copied from it to /b: DescribeLogDirs lists /a as offline and P0's replica in
+    no online dir (only its future replica in /b). The copy can never end: failed, naming the dir, not asked again."""
+    executing = Memory(phase=Phase.EXECUTING, observed_generation=1)
+    failing = replace(dirs_view(), log_dirs={1: frozenset({"/b"}), 2: frozenset({"/a", "/b"})},
+                      offline_dirs={1: frozenset({"/a"})}, replica_dirs={(P1, 2): "/a"},
+                      future_dirs={(P0, 1): "/b"})
+    d = decide(to_b(P0), executing, Observation(failing))
+    assert d.phase is Phase.FAILED and d.reason == "LogDirOffline", d
+    assert "the replica on broker 1 is in an offline log dir (/a): Kafka cannot read it" in d.message
+    assert d.move_dirs == {} and set(d.dir_failures) == {P0}
+    assert d.dir_failures[P0].code == "KAFKA_STORAGE_ERROR"
+
+
+def test_a_replica_missing_from_the_dirs_of_a_broker_with_no_offline_dir_is_moved_as_before() -> None:
+    """Absent from DescribeLogDirs but no dir offline on its broker (a replica being created, an answer in flight):
+    no failure, the move is asked for."""
+    d = decide(to_b(P0), Memory(phase=Phase.EXECUTING, observed_generation=1),
+               Observation(replace(dirs_view(), replica_dirs={(P1, 2): "/a"})))
+    assert d.dir_failures == {} and d.phase is Phase.EXECUTING, d
+
+
 def test_a_spec_naming_an_offline_dir_is_invalid_with_the_reason() -> None:
     d = decide(to_b(P0), Memory(), Observation(dirs_view(frozenset({"/b"}))))
     assert d.phase is Phase.INVALID and d.reason == "LogDirOffline"

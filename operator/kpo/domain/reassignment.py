@@ -187,13 +187,21 @@ class PartitionStatus(Enum):
 
 def offline_target_dir(tp: TopicPartition, target: Target, view: ClusterView) -> KafkaRefusal | None:
     """Why a replica of ``tp`` cannot get into the log dir its target names: that dir is offline on its broker (a
-    failed disk; Kafka refuses AlterReplicaLogDirs into it with KAFKA_STORAGE_ERROR for as long as it is). ``None``:
-    every dir the partition still waits for is online."""
+    failed disk; Kafka refuses AlterReplicaLogDirs into it with KAFKA_STORAGE_ERROR for as long as it is), or the
+    replica itself sits in an offline dir (its broker reports one, and no online dir holds the replica: Kafka cannot
+    read it, so a copy never starts, or one under way never ends). ``None``: every dir the partition still waits for
+    is online, and so is every replica that must move."""
     for (_tp, broker), wanted in sorted(misplaced_dirs(tp, target, view).items()):
-        if wanted in view.offline_dirs.get(broker, ()):
-            now = view.replica_dirs.get((tp, broker))
+        offline = view.offline_dirs.get(broker, frozenset())
+        now = view.replica_dirs.get((tp, broker))
+        if wanted in offline:
             stays = f"; the replica stays in {now}" if now else ""
             return KafkaRefusal(STORAGE_ERROR, f"log dir {wanted} of broker {broker} is offline{stays}",
+                                retriable=False)
+        if now is None and offline and broker in view.log_dirs:
+            dirs = ", ".join(sorted(offline))
+            return KafkaRefusal(STORAGE_ERROR, f"the replica on broker {broker} is in an offline log dir ({dirs}): "
+                                               f"Kafka cannot read it, so it cannot be copied to {wanted}",
                                 retriable=False)
     return None
 
