@@ -1,27 +1,33 @@
-"""A log dir that fails mid-move (issue 30): a cluster of this module's own, whose broker 1 has its second log dir on
-an 8 MiB tmpfs. A PartitionReassignment moves a 20 MB replica into that dir; the copy fills the file system, Kafka
-takes the dir offline as it does a failed disk (KAFKA_STORAGE_ERROR in DescribeLogDirs), and kpo must end Failed with
-a condition that names the dir, say so in one Event, and leave the replica where it was, online. Judged with
-Kafka's view: DescribeLogDirs and DescribeTopics.
+"""A log dir that fails mid-move (issue 30): a cluster of this module's own, whose broker 1 has its second log dir on an
+8 MiB tmpfs. A PartitionReassignment moves a 20 MB replica into that dir; the copy fills the file system, Kafka takes
+the dir offline as it does a failed disk (KAFKA_STORAGE_ERROR in DescribeLogDirs), and kpo must end Failed with a
+condition that names the dir, say so in one Event, and leave the replica where it was, online. The other way round,
+on broker 2, a replica copied out of its small dir under a slow intra-broker throttle, whose source dir fills while
+the copy runs (a producer's append fails): the replica cannot be read, the copy cannot end, and kpo must end Failed
+naming the offline dir, with its throttle taken back. Judged with Kafka's view: DescribeLogDirs, DescribeTopics,
+DescribeConfigs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicCollection
+from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kafka.structs import TopicPartitionReplica
 from kubernetes import client
 
-from e2e.kafka_support import create_topic, wait_for
+from e2e.conftest import QUIET
+from e2e.kafka_support import broker_rate, create_topic, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
 from e2e.reassignment_support import fill
+from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster
 
@@ -32,8 +38,10 @@ STORAGE_ERROR = 56  # KAFKA_STORAGE_ERROR
 
 @pytest.fixture(scope="module")
 def small_disk_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """3 KRaft nodes on the bed's Kafka; broker 1's second log dir is a tmpfs of 8 MiB."""
-    with tmpfs_cluster(tmp_path_factory.mktemp("kafka-small-disk"), lambda c: {c.log_dirs(1)[1]: SMALL}) as cluster:
+    """3 KRaft nodes on the bed's Kafka; the second log dir of brokers 1 and 2 is a tmpfs of 8 MiB (one test each:
+    a dir that failed stays offline)."""
+    with tmpfs_cluster(tmp_path_factory.mktemp("kafka-small-disk"),
+                       lambda c: {c.log_dirs(1)[1]: SMALL, c.log_dirs(2)[1]: SMALL}) as cluster:
         yield cluster
 
 
@@ -45,13 +53,16 @@ def disk_resources(kpo_crds: None, testbed: Testbed, api_client: client.ApiClien
         yield resources
 
 
-def broker_dirs(kp: KafkaAdminClient, topic: str) -> dict[str, tuple[int, list[tuple[int, int, bool]]]]:
-    """Broker 1's log dirs as DescribeLogDirs reports them: error code, and the topic's replicas (partition, size,
+DirReport = dict[str, tuple[int, list[tuple[int, int, bool]]]]
+
+
+def broker_dirs(kp: KafkaAdminClient, topic: str, broker: int = 1) -> DirReport:
+    """A broker's log dirs as DescribeLogDirs reports them: error code, and the topic's replicas (partition, size,
     future)."""
     return {d["log_dir"]: (int(d.get("error_code", 0)),
                            [(int(p["partition_index"]), int(p["partition_size"]), bool(p.get("is_future_key")))
                             for t in d.get("topics", []) if t["name"] == topic for p in t["partitions"]])
-            for answer in kp.describe_log_dirs([topic], brokers=[1]) for d in answer["log_dirs"]}
+            for answer in kp.describe_log_dirs([topic], brokers=[broker]) for d in answer["log_dirs"]}
 
 
 def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
@@ -83,5 +94,58 @@ def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
         assert dirs[big] == (0, [(0, dirs[big][1][0][1], False)]) and dirs[big][1][0][1] >= 20_000_000
         described: Any = admin.describe_topics(TopicCollection([topic_name]))[topic_name].result(timeout=30)
         assert described.partitions[0].leader.id == 1
+    finally:
+        kp.close()
+
+
+def fill_up(folder: str) -> None:
+    """Writes a file into ``folder``'s file system until it is full (ENOSPC)."""
+    block = b"\0" * (1 << 20)
+    with contextlib.suppress(OSError), open(f"{folder}/filler", "wb", buffering=0) as out:
+        while True:
+            out.write(block)
+
+
+def test_a_source_dir_that_fails_mid_copy_fails_the_resource_naming_the_dir_and_takes_its_throttle_back(
+        small_disk_cluster: KafkaCluster, disk_resources: Resources, topic_name: str) -> None:
+    cluster = small_disk_cluster
+    big, small = (str(d) for d in cluster.log_dirs(2))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    try:
+        create_topic(admin, topic_name, 1, assignment=[[2]])
+        kp.alter_replica_log_dirs({TopicPartitionReplica(topic_name, 0, 2): small})
+        wait_for(lambda: broker_dirs(kp, topic_name, 2)[small][1], 30, "the replica in the small dir")
+        fill(cluster.bootstrap_servers, topic_name, [0], messages=300)  # x 10 kB: 3 MB, 30 s at 100 KiB/s
+        disk_resources.create(KPR, "from-small", {"partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [2], "logDirs": [big]}],
+            "execution": {"logDirThrottle": 102_400}})
+        try:
+            wait_for(lambda: any(future for _p, _size, future in broker_dirs(kp, topic_name, 2)[big][1]), 60,
+                     "the copy into the big dir under way (a future replica there)")
+        except AssertionError as missed:
+            raise AssertionError(f"{missed}; the resource: {disk_resources.status(KPR, 'from-small')}") from None
+        assert broker_rate(admin, 2, LOG_DIR_RATE) == "102400"
+
+        # The source's file system fills; the next append to the replica fails, and Kafka takes the dir offline.
+        fill_up(small)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1",
+                             "message.timeout.ms": 10_000, "logger": QUIET})
+        producer.produce(topic_name, value=b"z" * 10_000, partition=0)
+        producer.flush(15)
+        wait_for(lambda: broker_dirs(kp, topic_name, 2)[small][0] == STORAGE_ERROR, 60, "the small dir offline")
+
+        status = disk_resources.wait_phase(KPR, "from-small", {"Failed", "Succeeded", "Invalid"}, timeout=90)
+        assert status["phase"] == "Failed", status
+        ready = disk_resources.condition(KPR, "from-small", "Ready")
+        assert ready is not None and ready["reason"] == "LogDirOffline", ready
+        assert f"the replica on broker 2 is in an offline log dir ({small})" in ready["message"], ready
+        assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
+        events = disk_resources.wait_event("from-small", "LogDirOffline")
+        assert len(events) == 1, [(e.reason, e.message) for e in disk_resources.events("from-small")]
+        # Kafka's view: no replica of the partition in an online dir of broker 2, and the throttle gone.
+        dirs = broker_dirs(kp, topic_name, 2)
+        assert not [r for r in dirs[big][1] if not r[2]], dirs
+        wait_for(lambda: broker_rate(admin, 2, LOG_DIR_RATE) is None, 30, "the intra-broker throttle taken back")
     finally:
         kp.close()
