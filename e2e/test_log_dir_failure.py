@@ -65,18 +65,28 @@ def broker_dirs(kp: KafkaAdminClient, topic: str, broker: int = 1) -> DirReport:
             for answer in kp.describe_log_dirs([topic], brokers=[broker]) for d in answer["log_dirs"]}
 
 
-def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
-        small_disk_cluster: KafkaCluster, disk_resources: Resources, topic_name: str) -> None:
-    cluster = small_disk_cluster
-    big, small = (str(d) for d in cluster.log_dirs(1))
+@contextlib.contextmanager
+def replica_in_dir(cluster: KafkaCluster, topic: str, broker: int, log_dir: str,
+                   messages: int) -> Iterator[tuple[AdminClient, KafkaAdminClient]]:
+    """A one-partition topic whose only replica is on ``broker`` in ``log_dir`` (Kafka puts a new replica in either dir:
+    it is moved there before the data is written), filled with ``messages`` x 10 kB; and the two admin clients."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
     try:
-        create_topic(admin, topic_name, 1, assignment=[[1]])
-        # Kafka puts a new replica in either dir: into the big one first, so the move has 20 MB to copy.
-        kp.alter_replica_log_dirs({TopicPartitionReplica(topic_name, 0, 1): big})
-        wait_for(lambda: broker_dirs(kp, topic_name)[big][1], 30, "the replica in the big dir")
-        fill(cluster.bootstrap_servers, topic_name, [0], messages=2000)  # x 10 kB
+        create_topic(admin, topic, 1, assignment=[[broker]])
+        kp.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, broker): log_dir})
+        wait_for(lambda: broker_dirs(kp, topic, broker)[log_dir][1], 30, f"the replica in {log_dir}")
+        fill(cluster.bootstrap_servers, topic, [0], messages=messages)
+        yield admin, kp
+    finally:
+        kp.close()
+
+
+def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
+        small_disk_cluster: KafkaCluster, disk_resources: Resources, topic_name: str) -> None:
+    big, small = (str(d) for d in small_disk_cluster.log_dirs(1))
+    # 20 MB in the big dir: more than the small one holds.
+    with replica_in_dir(small_disk_cluster, topic_name, 1, big, messages=2000) as (admin, kp):
         disk_resources.create(KPR, "to-small", {"partitions": [
             {"topic": topic_name, "partition": 0, "replicas": [1], "logDirs": [small]}]})
         status = disk_resources.wait_phase(KPR, "to-small", {"Failed", "Succeeded", "Invalid"}, timeout=90)
@@ -94,8 +104,6 @@ def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
         assert dirs[big] == (0, [(0, dirs[big][1][0][1], False)]) and dirs[big][1][0][1] >= 20_000_000
         described: Any = admin.describe_topics(TopicCollection([topic_name]))[topic_name].result(timeout=30)
         assert described.partitions[0].leader.id == 1
-    finally:
-        kp.close()
 
 
 def fill_up(folder: str) -> None:
@@ -110,13 +118,8 @@ def test_a_source_dir_that_fails_mid_copy_fails_the_resource_naming_the_dir_and_
         small_disk_cluster: KafkaCluster, disk_resources: Resources, topic_name: str) -> None:
     cluster = small_disk_cluster
     big, small = (str(d) for d in cluster.log_dirs(2))
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
-    try:
-        create_topic(admin, topic_name, 1, assignment=[[2]])
-        kp.alter_replica_log_dirs({TopicPartitionReplica(topic_name, 0, 2): small})
-        wait_for(lambda: broker_dirs(kp, topic_name, 2)[small][1], 30, "the replica in the small dir")
-        fill(cluster.bootstrap_servers, topic_name, [0], messages=300)  # x 10 kB: 3 MB, 30 s at 100 KiB/s
+    # 3 MB in the small dir: a copy of 30 s at 100 KiB/s.
+    with replica_in_dir(cluster, topic_name, 2, small, messages=300) as (admin, kp):
         disk_resources.create(KPR, "from-small", {"partitions": [
             {"topic": topic_name, "partition": 0, "replicas": [2], "logDirs": [big]}],
             "execution": {"logDirThrottle": 102_400}})
@@ -147,5 +150,3 @@ def test_a_source_dir_that_fails_mid_copy_fails_the_resource_naming_the_dir_and_
         dirs = broker_dirs(kp, topic_name, 2)
         assert not [r for r in dirs[big][1] if not r[2]], dirs
         wait_for(lambda: broker_rate(admin, 2, LOG_DIR_RATE) is None, 30, "the intra-broker throttle taken back")
-    finally:
-        kp.close()
