@@ -65,6 +65,12 @@ def broker_dirs(kp: KafkaAdminClient, topic: str, broker: int = 1) -> DirReport:
             for answer in kp.describe_log_dirs([topic], brokers=[broker]) for d in answer["log_dirs"]}
 
 
+def settled_in(dirs: DirReport, log_dir: str) -> bool:
+    """The topic's replica is in ``log_dir`` and no copy of it runs between the broker's dirs."""
+    return (any(not future for _p, _size, future in dirs[log_dir][1])
+            and not any(future for _error, replicas in dirs.values() for _p, _size, future in replicas))
+
+
 @contextlib.contextmanager
 def replica_in_dir(cluster: KafkaCluster, topic: str, broker: int, log_dir: str,
                    messages: int) -> Iterator[tuple[AdminClient, KafkaAdminClient]]:
@@ -75,7 +81,9 @@ def replica_in_dir(cluster: KafkaCluster, topic: str, broker: int, log_dir: str,
     try:
         create_topic(admin, topic, 1, assignment=[[broker]])
         kp.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, broker): log_dir})
-        wait_for(lambda: broker_dirs(kp, topic, broker)[log_dir][1], 30, f"the replica in {log_dir}")
+        # Settled: the replica itself in the dir, and no copy left (a future replica there is not enough: were the
+        # resource created while the copy runs, kpo would find the replica still in the other dir).
+        wait_for(lambda: settled_in(broker_dirs(kp, topic, broker), log_dir), 30, f"the replica settled in {log_dir}")
         fill(cluster.bootstrap_servers, topic, [0], messages=messages)
         yield admin, kp
     finally:
