@@ -30,7 +30,7 @@ from kubernetes import client
 
 from e2e.kafka_support import broker_rate, create_topic, wait_for
 from e2e.kube_support import Resources
-from e2e.own_cluster_support import KPR, operator_for, tmpfs_cluster
+from e2e.own_cluster_support import KPR, Disk, cluster_on_disks, operator_for
 from e2e.reassignment_support import fill, rates_until_done
 from kpo.domain.throttle import LOG_DIR_RATE
 from kpo_testbed import Testbed
@@ -49,9 +49,10 @@ def small_disks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClust
     default minute), so a dir's use drops soon after a replica left it. The broker's key is
     ``log.segment.delete.delay.ms``: the topic-level name ``file.delete.delay.ms`` in server.properties is ignored,
     and with the default minute the final check raced the deletion (a failure seen in full runs)."""
-    with tmpfs_cluster(tmp_path_factory.mktemp("kafka-relieve"),
-                       lambda c: {d: SIZE for n in c.nodes for d in c.log_dirs(n.node_id)},
-                       {"log.segment.delete.delay.ms": "1000", "log.segment.bytes": str(4 * 1024 * 1024)}) as cluster:
+    with cluster_on_disks(tmp_path_factory.mktemp("kafka-relieve"),
+                          lambda c: {d: Disk(SIZE) for n in c.nodes for d in c.log_dirs(n.node_id)},
+                          {"log.segment.delete.delay.ms": "1000",
+                           "log.segment.bytes": str(4 * 1024 * 1024)}) as cluster:
         yield cluster
 
 
