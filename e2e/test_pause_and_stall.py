@@ -9,15 +9,18 @@ more (onStall Report), or cancels it (onStall Cancel).
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from e2e.argocd_support import argocd_health
+from e2e.conftest import QUIET
 from e2e.kafka_support import assert_replicas, broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, kafka, ongoing, spec_partitions
@@ -356,3 +359,82 @@ def test_a_move_whose_destination_broker_dies_is_flagged_stalled_in_time_or_canc
         wait_for(lambda: not resources.status(KPR, "stall-report").get("throttle")
                  and not resources.status(KPR, "stall-cancel").get("throttle"), 90, "throttles taken back")
         assert broker_rate(kafka_admin, controller) is None and broker_rate(kafka_admin, victim) is None
+
+
+@contextmanager
+def _writing(bootstrap_servers: str, topic: str, bytes_per_second: int) -> Iterator[list[str]]:
+    """A producer writing 10 kB messages to ``topic``'s partition 0 at about ``bytes_per_second`` on a thread, until
+    the block ends; yields the delivery errors (a leader change at the move's end is retried by librdkafka)."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "1", "linger.ms": 5, "logger": QUIET})
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        payload, interval = b"w" * 10_000, 10_000 / bytes_per_second
+        while not stop.is_set():
+            producer.produce(topic, value=payload, partition=0,
+                             on_delivery=lambda err, _msg: errors.append(str(err)) if err else None)
+            producer.poll(0)
+            stop.wait(interval)
+        producer.flush(30)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield errors
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+def test_a_move_that_copies_but_never_catches_up_is_flagged_with_its_lag_and_ends_once_the_throttle_is_raised(
+        testbed: Testbed, kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str,
+        resources: Resources) -> None:
+    """The classic reassignment that never finishes: a partition written at ~600 kB/s moved under a 300 kB/s
+    throttle copies all the time (no byte stall) but falls further behind. kpo flags it within stallAfterSeconds of
+    its lag's last low, with the lag and the throttle to raise; Kafka shows the move listed and the new replica
+    growing yet further behind its leader. Raising the throttle clears the flag (one StallCleared Event) and the move
+    ends: the replicas Kafka lists are the target, and no throttle is left."""
+    controller, victim, _ = _roles(testbed)
+    tp = TopicPartition(topic_name, 0)
+    create_topic(kafka_admin, topic_name, 1, assignment=[[controller]])
+    fill(bootstrap_servers, topic_name, [0], messages=200)
+    stall_after, throttle = 20, 300_000
+
+    def sizes() -> tuple[int, int]:
+        found = kafka(bootstrap_servers).log_dirs([topic_name], [controller, victim]).sizes
+        return found.get((tp, controller), 0), found.get((tp, victim), 0)
+
+    with _writing(bootstrap_servers, topic_name, 600_000) as errors, _released(resources, "behind"):
+        resources.create(KPR, "behind", {"partitions": spec_partitions(topic_name, {0: [victim]}),
+                                         "execution": {"throttle": throttle, "stallAfterSeconds": stall_after}})
+        wait_for(lambda: sizes()[1] > 0, 60, "the copy under way")
+        started = time.monotonic()
+        first = sizes()
+        flagged = wait_for(lambda: resources.status(KPR, "behind").get("stalledMoves"), stall_after + 40,
+                           "the move flagged behind")
+        print(f"flagged {time.monotonic() - started:.1f}s after the copy started: {flagged}")  # shown with -s
+        stalled = _conditions(resources.status(KPR, "behind"))["Stalled"]
+        assert stalled["status"] == "True" and stalled["reason"] == "MoveStalled", stalled
+        assert f"{topic_name}-0 to broker(s) [{victim}]" in stalled["message"], stalled
+        assert "bytes behind its largest replica and no closer for" in stalled["message"], stalled
+        assert f"raise execution.throttle ({throttle} B/s now) above their write rate" in stalled["message"], stalled
+        assert [(m["partition"], m["brokers"]) for m in flagged] == [(0, [victim])] and flagged[0]["behindBytes"] > 0
+        events = _events(resources, "behind", "MoveStalled")
+        assert len(events) == 1 and "raise execution.throttle" in events[0], events
+        # Kafka's view: still moving, the new replica grown since the copy started, and further behind its leader.
+        now = sizes()
+        assert 0 in ongoing(bootstrap_servers, topic_name)
+        assert now[1] > first[1], f"the copy grows (leader, new replica): {first} then {now}"
+        assert now[0] - now[1] > first[0] - first[1], f"and falls behind (leader, new replica): {first} then {now}"
+        assert resources.status(KPR, "behind")["phase"] == "Executing"
+
+        resources.patch_spec(KPR, "behind", {"execution": {"throttle": 50_000_000}})
+        status = resources.wait_phase(KPR, "behind", "Succeeded", timeout=120)
+        assert not status.get("stalledMoves") and _condition(resources, "behind", "Stalled")["status"] == "False"
+        assert len(_events(resources, "behind", "StallCleared")) == 1
+        assert len(_events(resources, "behind", "MoveStalled")) == 1
+        assert replicas_of(kafka_admin, topic_name)[0] == [victim] and 0 not in ongoing(bootstrap_servers, topic_name)
+        wait_for(lambda: not resources.status(KPR, "behind").get("throttle"), 60, "the throttle taken back")
+        assert broker_rate(kafka_admin, controller) is None and broker_rate(kafka_admin, victim) is None
+    assert not errors, errors[:5]

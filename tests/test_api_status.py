@@ -91,7 +91,7 @@ FULL_STATUS: dict[str, StatusModel] = {
         conflicts=[Conflict(topic="orders", partition=4, holder="external")],
         rollback_config_map="orders-explicit-rollback",
         in_flight=[InFlightMove(topic="orders", partition=1, replicas=[2, 3], copied_bytes=2**30, progress_at=T0,
-                                   down=[3])],
+                                   down=[3], behind_bytes=2**20, closing_at=T0)],
         throttle=ThrottleStatus(rate=10485760, brokers=[1, 2, 3],
                                 topics=[ThrottledTopic(topic="orders", leader=["1:1", "1:2"], follower=["1:3"])],
                                 log_dir_rate=20971520, log_dir_brokers=[2]),
@@ -109,7 +109,7 @@ FULL_STATUS: dict[str, StatusModel] = {
                                                             reason="no other in-sync replica (replicas [3, 2], "
                                                                    "ISR [2])")]),
         stalled_moves=[StalledMove(topic="orders", partition=1, brokers=[3], down=[3], copied_bytes=2**30,
-                                   since=T0, cancelled=True)],
+                                   since=T0, cancelled=True, behind_bytes=2**20)],
     ),
     PREFERRED_LEADER_ELECTION.kind: PreferredLeaderElectionStatus(
         observed_generation=1,

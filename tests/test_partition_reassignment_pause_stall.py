@@ -9,7 +9,16 @@ from dataclasses import replace
 from kpo.domain import conditions as cond
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import Target
-from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, down_destinations, follow, stalled
+from kpo.domain.stall import (
+    STALLED_CODE,
+    Stall,
+    Watch,
+    copied_bytes,
+    down_destinations,
+    follow,
+    lag_bytes,
+    stalled,
+)
 from kpo.resources.partition_reassignment.lifecycle import (
     MOVE_STALLED,
     PAUSED,
@@ -197,7 +206,8 @@ def test_executing_follows_a_growing_move_without_flagging_it() -> None:
     memory = replace(memory, watches={P0: Watch(1000, T0)})
     now = T0 + dt.timedelta(seconds=3600)
     d = decide(intent(TARGETS, stall_after=60), memory, Observation(v, now=now))
-    assert d.phase is Phase.EXECUTING and not d.stalled and d.watches[P0] == Watch(5000, now)
+    assert d.phase is Phase.EXECUTING and not d.stalled
+    assert d.watches[P0] == Watch(5000, now, behind=0, closing_since=now)
     assert not any(e.reason == MOVE_STALLED for e in d.events)
 
 
@@ -294,7 +304,8 @@ def test_the_catch_up_after_a_brokers_return_is_not_a_stall() -> None:
     for cancel in (False, True):
         d = decide(intent(TARGETS, stall_after=60, cancel_on_stall=cancel), memory, Observation(v, now=now))
         assert not d.stalled and P0 not in d.cancel and not d.give_up
-        assert d.watches[P0] == Watch(1000, now) and [e.reason for e in d.events] == [STALL_CLEARED]
+        assert d.watches[P0] == Watch(1000, now, behind=0, closing_since=now)
+        assert [e.reason for e in d.events] == [STALL_CLEARED]
     # stallAfterSeconds more without growth after the return: stalled again.
     back = replace(memory, watches={P0: Watch(1000, now)}, stalled={})
     assert not decide(intent(TARGETS, stall_after=60), back,
@@ -338,3 +349,81 @@ def test_failed_for_a_stall_with_throttles_left_is_stalled_and_still_progressing
     assert by_type[cond.STALLED].status and by_type[cond.STALLED].reason == MOVE_STALLED
     assert by_type[cond.PROGRESSING].status and by_type[cond.PROGRESSING].reason == "ThrottleCleanupPending"
     assert not by_type[cond.READY].status and by_type[cond.READY].reason == MOVE_STALLED
+
+
+# ------------------------------------------------------------- stall: a move that copies but never catches up
+
+
+def behind_view(leader: int, copied: int) -> ClusterView:
+    """P0 moving from (1, 2) to (2, 3): the leader (1) and broker 2 hold ``leader`` bytes, broker 3 ``copied``."""
+    return view({P0: (1, 2, 3)}, {P0: moving((1, 2), (2, 3))},
+                sizes={(P0, 1): leader, (P0, 2): leader, (P0, 3): copied})
+
+
+def test_a_moves_lag_is_what_its_slowest_new_replica_lacks_against_the_largest_replica() -> None:
+    v = view({P0: (1, 2, 3, 4)}, {P0: moving((1, 2), (3, 4))}, sizes={(P0, 1): 900, (P0, 2): 1000, (P0, 3): 700,
+                                                                     (P0, 4): 400})
+    assert lag_bytes(v, P0) == 600 and lag_bytes(v, P1) == 0
+    # A destination that does not answer has no size: it lacks everything.
+    assert lag_bytes(replace(v, replica_sizes={(P0, 1): 1000, (P0, 3): 700}), P0) == 1000
+
+
+def test_a_move_that_copies_while_its_leader_grows_as_fast_is_stalled_behind_after_stall_after_seconds() -> None:
+    # Every 30 s the new replica gains 500 bytes and the leader 1000: the lag grows, never reaching a new low.
+    watches: dict[TopicPartition, Watch] = {}
+    for step in range(4):
+        v = behind_view(leader=2000 + 1000 * step, copied=1000 + 500 * step)
+        now = T0 + dt.timedelta(seconds=30 * step)
+        watches = follow(watches, {P0: copied_bytes(v, P0)}, now, {P0: ()}, {P0: lag_bytes(v, P0)})
+        found = stalled(watches, v, now, 60)
+        assert watches[P0].since == now, "it copies: the byte clock restarts every look"
+        assert watches[P0].behind == 1000 and watches[P0].closing_since == T0
+        assert (P0 in found) == (step >= 2), step
+    assert found[P0] == Stall(brokers=(3,), down=(), copied=2500, since=T0, behind=2500)
+    assert "still 2500 bytes behind its largest replica and no closer for 90s" in found[P0].describe(P0, now)
+
+
+def test_a_move_that_gains_on_its_leader_is_not_stalled_however_slowly() -> None:
+    # The leader grows 1000 bytes every 30 s, the copy 1100: the lag falls by 100 bytes a look.
+    watches: dict[TopicPartition, Watch] = {}
+    for step in range(20):
+        v = behind_view(leader=50_000 + 1000 * step, copied=1000 + 1100 * step)
+        now = T0 + dt.timedelta(seconds=30 * step)
+        watches = follow(watches, {P0: copied_bytes(v, P0)}, now, {P0: ()}, {P0: lag_bytes(v, P0)})
+        assert stalled(watches, v, now, 60) == {} and watches[P0].closing_since == now
+
+
+def test_a_move_whose_lag_is_not_known_is_judged_by_its_bytes_only() -> None:
+    # A status an older kpo wrote has no lag: the clock starts at the first look that has one.
+    old = {P0: Watch(1000, T0)}
+    v = behind_view(leader=9000, copied=2000)
+    later = T0 + dt.timedelta(seconds=600)
+    assert follow(old, {P0: 2000}, later, {P0: ()})[P0] == Watch(2000, later)
+    assert follow(old, {P0: 2000}, later, {P0: ()}, {P0: 7000})[P0] == Watch(2000, later, behind=7000,
+                                                                             closing_since=later)
+    assert stalled({P0: Watch(2000, later)}, v, later + dt.timedelta(seconds=600), 60)[P0].behind is None
+
+
+def test_executing_flags_a_move_behind_with_its_lag_the_throttle_to_raise_and_one_event() -> None:
+    v = replace(behind_view(leader=9000, copied=5000), partitions={
+        P0: PartitionState((1, 2, 3), 1, (1, 2)), P1: PartitionState((2, 3), 2, (2, 3)),
+        P2: PartitionState((1, 2), 1, (1, 2))})
+    _, memory = half_way()
+    memory = replace(memory, watches={P0: Watch(4000, T0, behind=3000, closing_since=T0)})
+    now = T0 + dt.timedelta(seconds=61)
+    d = decide(intent(TARGETS, stall_after=60, throttle=1_048_576), memory, Observation(v, now=now))
+    assert d.phase is Phase.EXECUTING and d.stalled[P0].behind == 4000 and P0 not in d.cancel
+    message = {c.type: c for c in d.conditions}[cond.STALLED].message
+    assert "1 move(s) made no progress for 60s or more: orders-0 to broker(s) [3] (5000 bytes copied, still 4000 " \
+           "bytes behind its largest replica and no closer for 61s" in message
+    assert message.endswith("raise execution.throttle (1048576 B/s now) above their write rate"), message
+    assert [e.reason for e in d.events] == [MOVE_STALLED] and "raise execution.throttle" in d.events[0].message
+    # Cancel under onStall Cancel, as any stall; without a throttle the hint names the fetch rate instead.
+    cancel = decide(intent(TARGETS, stall_after=60, cancel_on_stall=True), memory, Observation(v, now=now))
+    assert P0 in cancel.cancel and cancel.give_up[P0].code == STALLED_CODE
+    assert "its destination brokers fetch slower than it takes writes" in cancel.events[0].message
+    # The throttle raised: the copy gains, the lag reaches a new low, and the flag goes with one Event.
+    gaining = replace(v, replica_sizes={**v.replica_sizes, (P0, 3): 8500})
+    cleared = decide(intent(TARGETS, stall_after=60, throttle=10_485_760), replace(memory, watches=d.watches,
+                     stalled=dict(d.stalled)), Observation(gaining, now=now + dt.timedelta(seconds=2)))
+    assert not cleared.stalled and [e.reason for e in cleared.events] == [STALL_CLEARED]

@@ -233,6 +233,26 @@ def test_a_move_clock_remembers_its_down_destinations() -> None:
     assert pr_status.memory_of(written, {}).watches == {P0: Watch(500, NOW, down=(4,))}
 
 
+def test_a_moves_lag_clock_and_a_stall_behind_read_back_and_a_move_without_a_lag_writes_none() -> None:
+    intent, decision, view = executing()
+    later = NOW + timedelta(seconds=90)
+    watching = replace(decision, watches={P0: Watch(500, later, behind=7000, closing_since=NOW)},
+                       stalled={P0: Stall((4,), (), 500, NOW, behind=8000)})
+    written = pr_status.status_of({}, intent, watching, view, recorded_originals={}, owned={P0: (2, 3, 4)},
+                                  failures={}, rollback_name=None, now=later)
+    assert read_back(PartitionReassignmentStatus, written) == written
+    move = written["inFlight"][0]
+    assert (move["behindBytes"], move["closingAt"]) == (7000, "2026-03-01T09:30:00Z")
+    assert written["stalledMoves"][0]["behindBytes"] == 8000
+    memory = pr_status.memory_of(written, {})
+    assert memory.watches == {P0: Watch(500, later, behind=7000, closing_since=NOW)}
+    assert memory.stalled == {P0: Stall((4,), (), 500, NOW, behind=8000)}
+    plain = replace(decision, watches={P0: Watch(500, later)})
+    unjudged = pr_status.status_of({}, intent, plain, view, recorded_originals={}, owned={P0: (2, 3, 4)},
+                                   failures={}, rollback_name=None, now=later)
+    assert "behindBytes" not in unjudged["inFlight"][0] and "closingAt" not in unjudged["inFlight"][0]
+
+
 def test_paused_time_is_counted_apart_and_the_eta_does_not_grow_while_paused() -> None:
     intent, decision, view = executing()
     owned = {P0: (2, 3, 4)}

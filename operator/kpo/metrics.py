@@ -129,8 +129,8 @@ class Snapshot:
     # Whether the resource has any throttle in place: rates, or only throttled-replica entries (when someone else
     # had already set a broker's rate, kpo adds its replicas to the throttle but leaves that rate alone).
     holds_throttle: bool = False
-    # Moves in flight flagged stalled (in status.stalledMoves and status.inFlight, not cancelled): no byte copied for
-    # stallAfterSeconds.
+    # Moves in flight flagged stalled (in status.stalledMoves and status.inFlight, not cancelled): no byte copied, or
+    # no closer to their leader, for stallAfterSeconds.
     stalled_moves: int = 0
     seen: float = 0.0
 
@@ -204,8 +204,9 @@ class ResourceStates(Collector):
         throttling = GaugeMetricFamily("kpo_throttled_resources",
                                        "Resources with a replication throttle in place (rates or throttled replicas).",
                                        labels=["cluster"])
-        stalled = GaugeMetricFamily("kpo_stalled_moves", "Moves in flight that copied no byte for their resource's "
-                                    "execution.stallAfterSeconds (status.stalledMoves).", labels=["cluster"])
+        stalled = GaugeMetricFamily("kpo_stalled_moves", "Moves in flight that copied no byte, or came no closer "
+                                    "to their leader, for their resource's execution.stallAfterSeconds "
+                                    "(status.stalledMoves).", labels=["cluster"])
         left_over = GaugeMetricFamily("kpo_ended_resources_holding_throttle",
                                       "Resources whose run has ended (Succeeded, Failed, Invalid, Stopped, Reverted) "
                                       "with a throttle still on the cluster (ThrottleCleanupPending).",

@@ -800,10 +800,19 @@ class InFlightMove(StatusModel):
         description="Destination brokers that were down (not live, or not answering) at the last look: when one "
         "comes back, the stall clock restarts.",
     )
+    behind_bytes: int | None = Field(
+        default=None, ge=0, description="The fewest bytes the slowest new replica lacked against the partition's "
+        "largest replica since closingAt."
+    )
+    closing_at: AwareDatetime | None = Field(
+        default=None, description="When the move last came closer to its largest replica than ever before (its lag "
+        "at a new low): the clock of a move that copies but does not catch up."
+    )
 
 
 class StalledMove(StatusModel):
-    """A move that made no byte progress for execution.stallAfterSeconds: in flight, or cancelled for it."""
+    """A move that made no progress for execution.stallAfterSeconds (no byte copied, or no closer to its largest
+    replica): in flight, or cancelled for it."""
 
     topic: str = Field(description="Topic name.")
     partition: int = Field(ge=0, description="Partition index.")
@@ -814,6 +823,11 @@ class StalledMove(StatusModel):
     cancelled: bool = Field(
         default=False, description="true: cancelled for it (execution.onStall Cancel; status.failures records the "
         "partition with reason MoveStalled); listed until a spec change starts a new run."
+    )
+    behind_bytes: int | None = Field(
+        default=None, ge=0, description="Set when the move copies but comes no closer: the bytes its slowest new "
+        "replica lacks against the partition's largest replica (the partition takes writes as fast as it is copied; "
+        "under a throttle below its write rate, for instance). since: when that lag was lowest."
     )
 
 
@@ -923,5 +937,6 @@ class PartitionReassignmentStatus(StatusBase):
     )
     stalled_moves: list[StalledMove] = Field(
         default_factory=list,
-        description="Moves in flight with no byte progress for execution.stallAfterSeconds (the first 100).",
+        description="Moves in flight with no progress for execution.stallAfterSeconds (no byte copied, or no "
+        "closer to their largest replica; the first 100).",
     )

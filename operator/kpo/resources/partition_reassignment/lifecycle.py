@@ -108,7 +108,16 @@ from kpo.domain.reassignment import (
     offline_target_dir,
     validate,
 )
-from kpo.domain.stall import STALLED_CODE, Stall, Watch, copied_bytes, down_destinations, follow, stalled
+from kpo.domain.stall import (
+    STALLED_CODE,
+    Stall,
+    Watch,
+    copied_bytes,
+    down_destinations,
+    follow,
+    lag_bytes,
+    stalled,
+)
 
 # The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
 Phase = ReassignmentPhase
@@ -588,7 +597,7 @@ def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decisio
     moving = {tp for tp, replicas in owned.items() if tp in view.ongoing and view.ongoing[tp].target == replicas
               and tp not in decision.submit and tp not in decision.cancel} if watching else set()
     watches = follow(memory.watches, {tp: copied_bytes(view, tp) for tp in moving}, now,
-                     {tp: down_destinations(view, tp) for tp in moving})
+                     {tp: down_destinations(view, tp) for tp in moving}, {tp: lag_bytes(view, tp) for tp in moving})
     stalls = stalled(watches, view, now, intent.stall_after)
     # Cancelled for a stall (onStall Cancel, accepted): reported until a new run clears the partition's failure.
     cancelled = {tp: s for tp, s in memory.stalled.items() if s.cancelled and tp not in stalls
@@ -604,13 +613,14 @@ def _watch_stalls(intent: Intent, memory: Memory, observed: Observation, decisio
             intent, {}, cancelled, now))
     new = [tp for tp in stalls if tp not in memory.stalled]
     listed = "; ".join(stalls[tp].describe(tp, now) for tp in new[:5])
+    listed += _behind_hint(intent, [stalls[tp] for tp in new])
     give_up: dict[TopicPartition, KafkaRefusal] = {}
     if intent.cancel_on_stall and stalls:
-        give_up = {tp: KafkaRefusal(STALLED_CODE, f"no byte progress for {int(intent.stall_after)}s or more "
+        give_up = {tp: KafkaRefusal(STALLED_CODE, f"no progress for {int(intent.stall_after)}s or more "
                                                   f"({stall.describe(tp, now)}): cancelled (execution.onStall Cancel)")
                    for tp, stall in stalls.items()}
         if new:
-            events.append(Event("Warning", MOVE_STALLED, f"{len(new)} move(s) made no byte progress for "
+            events.append(Event("Warning", MOVE_STALLED, f"{len(new)} move(s) made no progress for "
                                                          f"{int(intent.stall_after)}s or more, cancelling "
                                                          f"(execution.onStall Cancel): {listed}"))
     elif new:
@@ -626,14 +636,26 @@ def _stall_message(intent: Intent, stalls: Mapping[TopicPartition, Stall],
     """The Stalled condition's message: the moves stalled now (and what onStall does), then those cancelled before."""
     parts = []
     for found, headline in (
-            (stalls, f"made no byte progress for {int(intent.stall_after)}s or more"
+            (stalls, f"made no progress for {int(intent.stall_after)}s or more"
                      + (", cancelling (execution.onStall Cancel)" if intent.cancel_on_stall else "")),
             (cancelled, "stalled and were cancelled (execution.onStall Cancel)")):
         if found:
             details = "; ".join(s.describe(tp, now) for tp, s in list(found.items())[:5])
             more = f" and {len(found) - 5} more" if len(found) > 5 else ""
             parts.append(f"{len(found)} move(s) {headline}: {details}{more}")
-    return "; ".join(parts)
+    return "; ".join(parts) + _behind_hint(intent, [*stalls.values(), *cancelled.values()])
+
+
+def _behind_hint(intent: Intent, stalls: list[Stall]) -> str:
+    """What to do about moves that copy but do not catch up: under kpo's throttle the remedy is a higher rate (Kafka
+    lets a follower copy no faster than it, and the partition's writes must be outrun); without one, the write rate
+    outruns what the destination brokers fetch."""
+    if not any(s.behind is not None for s in stalls):
+        return ""
+    if intent.throttle:
+        return (f". A copy must outrun the partition's writes: raise execution.throttle ({intent.throttle} B/s now) "
+                f"above their write rate")
+    return ". A copy must outrun the partition's writes: its destination brokers fetch slower than it takes writes"
 
 
 # -------------------------------------------------------------------------------------------------------- helpers

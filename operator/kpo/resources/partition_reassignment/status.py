@@ -79,10 +79,11 @@ def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Repl
         failures={TopicPartition(f.topic, f.partition): KafkaRefusal(code=f.reason, message=f.message)
                   for f in typed.failures},
         originals=dict(originals),
-        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at, tuple(m.down))
+        watches={TopicPartition(m.topic, m.partition): Watch(m.copied_bytes or 0, m.progress_at, tuple(m.down),
+                                                             m.behind_bytes, m.closing_at)
                  for m in typed.in_flight if m.progress_at is not None},
         stalled={TopicPartition(s.topic, s.partition): Stall(tuple(s.brokers), tuple(s.down), s.copied_bytes,
-                                                             s.since, s.cancelled)
+                                                             s.since, s.cancelled, s.behind_bytes)
                  for s in typed.stalled_moves if s.since is not None})
 
 
@@ -270,13 +271,20 @@ def _log_dir_progress(decision: Decision, classification: Classification, view: 
 def _in_flight(tp: TopicPartition, replicas: Replicas, watch: Watch | None, now: dt.datetime) -> InFlightMove:
     """One status.inFlight entry: the move, and its stall clock (a move not watched yet starts one now)."""
     watch = watch or Watch(0, now)
-    return InFlightMove(topic=tp.topic, partition=tp.partition, replicas=list(replicas), copied_bytes=watch.copied,
+    move = InFlightMove(topic=tp.topic, partition=tp.partition, replicas=list(replicas), copied_bytes=watch.copied,
                         progress_at=watch.since, down=list(watch.down))
+    if watch.behind is not None and watch.closing_since is not None:
+        # Set only when known, so an entry without a lag reads as one (a move not judged by it), not as nulls.
+        move.behind_bytes, move.closing_at = watch.behind, watch.closing_since
+    return move
 
 
 def _stalled_move(tp: TopicPartition, stall: Stall) -> StalledMove:
-    return StalledMove(topic=tp.topic, partition=tp.partition, brokers=list(stall.brokers), down=list(stall.down),
+    move = StalledMove(topic=tp.topic, partition=tp.partition, brokers=list(stall.brokers), down=list(stall.down),
                        copied_bytes=stall.copied, since=stall.since, cancelled=stall.cancelled)
+    if stall.behind is not None:
+        move.behind_bytes = stall.behind
+    return move
 
 
 def _stalled(stalled: Mapping[TopicPartition, Stall], failures: Mapping[TopicPartition, KafkaRefusal]
