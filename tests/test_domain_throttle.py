@@ -17,6 +17,7 @@ from kpo.domain.throttle import (
     plan,
     reachable,
     removal_changes,
+    still_set,
 )
 from kpo.execution.throttles import ensure, remove
 from kpo.kafka.admin import KafkaRequestRefused, KafkaUnavailable
@@ -126,7 +127,7 @@ class _Kafka:
         self.applied.extend(changes)
 
     def broker_configs(self, brokers: set[int], names: object) -> dict[int, dict[str, str]]:
-        if brokers & self.down:
+        if set(brokers) & self.down:
             raise KafkaUnavailable("broker did not answer")
         return {}
 
@@ -266,3 +267,34 @@ def test_a_throttle_applied_in_full_keeps_the_whole_journal() -> None:
     mine = ensure(kafka, plan(1000, MOVES), previous=ThrottleJournal(), others=[], save=saved.append,  # type: ignore[arg-type]
                   live_brokers={1, 2, 3})
     assert saved == [mine] and mine.brokers == {1, 2, 3} and mine.topics == {"a"}
+
+
+# ------------------------------------------------------------ a removal Kafka acknowledges but does not show
+
+
+def test_still_set_names_a_deleted_key_with_a_value_and_a_list_that_kept_a_subtracted_entry() -> None:
+    changes = [ConfigChange("broker", "3", LEADER_RATE, "DELETE"),
+               ConfigChange("topic", "a", LEADER_REPLICAS, "SUBTRACT", "0:1,0:2")]
+    assert still_set(changes, {LEADER_RATE: "1000", LEADER_REPLICAS: "0:2,5:1"}) == [LEADER_RATE, LEADER_REPLICAS]
+    assert still_set(changes, {LEADER_RATE: "", LEADER_REPLICAS: "5:1"}) == []
+    assert still_set(changes, {}) == []
+
+
+class _Sticky(_Kafka):
+    """Acknowledges every change, as Kafka 3.2 did, but broker 3 keeps its rates and topic ``a`` its list."""
+
+    def broker_configs(self, brokers: set[int], names: object) -> dict[int, dict[str, str]]:
+        return {3: {LEADER_RATE: "1000", FOLLOWER_RATE: "1000"}} if 3 in set(brokers) else {}
+
+    def topic_configs(self, topics: set[str], names: object) -> dict[str, dict[str, str]]:
+        return {"a": {LEADER_REPLICAS: "0:1"}} if "a" in set(topics) else {}
+
+
+def test_a_removal_kafka_acknowledges_but_does_not_show_stays_in_the_journal_and_is_tried_again() -> None:
+    saved: list[ThrottleJournal] = []
+    left = remove(_Sticky(), MINE, [], saved.append, live_brokers={1, 2, 3})  # type: ignore[arg-type]
+    assert left.brokers == {3} and left.topics == {"a"}, "what Kafka still shows is still kpo's to take back"
+    assert saved == [left]
+    again = _Kafka()
+    assert remove(again, left, [], saved.append, live_brokers={1, 2, 3}).empty  # type: ignore[arg-type]
+    assert {(c.resource, c.name, c.op) for c in again.applied} >= {("broker", "3", "DELETE")}

@@ -157,6 +157,20 @@ class ThrottleJournal:
                    log_dir_brokers=frozenset(int(b) for b in data.get("logDirBrokers") or []))
 
 
+def still_set(changes: Iterable[ConfigChange], configs: Mapping[str, str]) -> list[str]:
+    """The keys whose removal by ``changes`` (one entity's DELETEs and SUBTRACTs) ``configs``, that entity's configs
+    read back from Kafka, do not show: a key deleted that still has a value, a list that still holds an entry
+    subtracted from it. Kafka acknowledging a removal is not enough: a Kafka 3.2 broker was seen to acknowledge the
+    DELETE of its rates and keep them."""
+    left = []
+    for change in changes:
+        now = configs.get(change.key)
+        deleted_yet_set = change.op == "DELETE" and bool(now)
+        if deleted_yet_set or (change.op == "SUBTRACT" and _entries(now) & _entries(change.value)):
+            left.append(change.key)
+    return left
+
+
 def _entries(value: str | None) -> set[str]:
     return {e.strip() for e in (value or "").split(",") if e.strip()}
 

@@ -72,13 +72,13 @@ def remove(kafka: KafkaAdmin, journal: ThrottleJournal, others: Sequence[Throttl
     left = journal
     for topic in sorted(journal.topics):
         mine = [c for c in changes if c.resource == "topic" and c.name == topic]
-        if _apply(kafka, mine):
+        if _apply(kafka, mine) and _gone(kafka, mine):
             left = left.without(topics=[topic])
     for broker in sorted(journal.all_brokers):
         if live_brokers is not None and broker not in live_brokers:
             continue
         mine = [c for c in changes if c.resource == "broker" and c.name == str(broker)]
-        if _apply(kafka, mine):
+        if _apply(kafka, mine) and _gone(kafka, mine):
             left = left.without(brokers=[broker])
     if left != journal:
         save(left if not left.empty else ThrottleJournal())
@@ -94,3 +94,21 @@ def _apply(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange]) -> bool:
     except KafkaUnavailable:
         return False
     return True
+
+
+def _gone(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange]) -> bool:
+    """Whether one entity's configs, read back, show ``changes`` taken; ``False`` (kept in the journal, removed again
+    next tick) when they do not or cannot be read: the journal, and the status, never say a throttle is gone that
+    Kafka still shows."""
+    if not changes:
+        return True
+    kind, name = changes[0].resource, changes[0].name
+    keys = sorted({c.key for c in changes})
+    try:
+        if kind == "broker":
+            now = kafka.broker_configs([int(name)], keys).get(int(name), {})
+        else:
+            now = kafka.topic_configs([name], keys).get(name, {})
+    except KafkaUnavailable:
+        return False
+    return not rules.still_set(changes, now)
