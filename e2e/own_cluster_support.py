@@ -24,10 +24,52 @@ from e2e.kafka_support import wait_for
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess, operator_env, watched_namespace
 from kpo_testbed import procs
-from kpo_testbed.kafka import KafkaCluster
+from kpo_testbed.kafka import KafkaCluster, KafkaNode
 from kpo_testbed.paths import cache_root, read_versions
 
 KPR = "PartitionReassignment"
+
+
+class OldKafkaCluster(KafkaCluster):
+    """3 KRaft nodes on a Kafka older than the bed's (``KAFKA_OLD_VERSION``, 3.2): one log dir a node (KRaft has JBOD
+    only from 3.7, KIP-858), no SASL listener (SCRAM in KRaft only from 3.5: ``format --add-scram`` does not exist),
+    and log4j 1's own configuration (Kafka 3 does not read the bed's log4j2 file)."""
+
+    def log_dirs(self, node_id: int) -> list[Path]:
+        return [self.node_dir(node_id) / "data-a"]
+
+    def properties(self, node: KafkaNode) -> dict[str, str]:
+        props = {k: v for k, v in super().properties(node).items()
+                 if not k.startswith(("sasl.", "listener.name.sasl_plaintext.", "share.coordinator."))}
+        for key in ("listeners", "advertised.listeners"):
+            props[key] = ",".join(e for e in props[key].split(",") if not e.startswith("SASL_PLAINTEXT://"))
+        return props
+
+    def write_config(self) -> None:
+        super().write_config()
+        (self.root / "log4j.properties").write_text(LOG4J1)
+
+    def java(self, main_class: str, *args: str, heap: str = "-Xms64m -Xmx256m") -> list[str]:
+        argv = super().java(main_class, *args, heap=heap)
+        argv.insert(1, f"-Dlog4j.configuration=file:{self.root / 'log4j.properties'}")
+        return argv
+
+    def format_storage(self) -> str:
+        cluster_id = self.run_tool("kafka.tools.StorageTool", "random-uuid").strip().splitlines()[-1]
+        for node in self.nodes:
+            self.run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                          str(self.node_dir(node.node_id) / "server.properties"), "--ignore-formatted")
+        return cluster_id
+
+
+LOG4J1 = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
+"""
 
 
 @dataclass(frozen=True)

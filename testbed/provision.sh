@@ -119,9 +119,11 @@ provision_kafka() {
   touch "$dir/.complete"
 }
 
-# Both Kafka releases: the bed's, and the newest one kpo supports (its features, e.g. KIP-1066 cordon, are tested on
-# a cluster of their own).
-provision_kafkas() { provision_kafka "$KAFKA_VERSION"; provision_kafka "$KAFKA_LATEST_VERSION"; }
+# Three Kafka releases: the bed's, the newest one kpo supports (its features, e.g. KIP-1066 cordon, are tested on a
+# cluster of their own), and one older than KIP-827 (what kpo says when brokers report no capacity).
+provision_kafkas() {
+  provision_kafka "$KAFKA_VERSION"; provision_kafka "$KAFKA_LATEST_VERSION"; provision_kafka "$KAFKA_OLD_VERSION"
+}
 
 # ------------------------------------------------------------------------------------------------------ the node
 # What a real node needs: containerd and kubelet from the Go module proxy, a pause image and a Debian bookworm base

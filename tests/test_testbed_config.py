@@ -75,12 +75,14 @@ def test_versions_are_pinned_in_one_file(tmp_path: Path) -> None:
     env.write_text("# comment\nKAFKA_VERSION=4.1.2\n\nKUBERNETES_VERSION = 1.34.4\n")
     assert read_versions(env) == {"KAFKA_VERSION": "4.1.2", "KUBERNETES_VERSION": "1.34.4"}
     real = read_versions()
-    assert set(real) == {"KAFKA_VERSION", "KAFKA_LATEST_VERSION", "KUBERNETES_VERSION", "ETCD_VERSION", "HELM_VERSION",
-                         "CONTAINERD_VERSION", "PAUSE_VERSION", "COREDNS_VERSION", "PROMETHEUS_VERSION",
-                         "ARGOCD_VERSION", "FLUX_SOURCE_CONTROLLER_VERSION", "FLUX_KUSTOMIZE_CONTROLLER_VERSION"}
+    assert set(real) == {"KAFKA_VERSION", "KAFKA_LATEST_VERSION", "KAFKA_OLD_VERSION", "KUBERNETES_VERSION",
+                         "ETCD_VERSION", "HELM_VERSION", "CONTAINERD_VERSION", "PAUSE_VERSION", "COREDNS_VERSION",
+                         "PROMETHEUS_VERSION", "ARGOCD_VERSION", "FLUX_SOURCE_CONTROLLER_VERSION",
+                         "FLUX_KUSTOMIZE_CONTROLLER_VERSION"}
     assert real["CONTAINERD_VERSION"].startswith("2.")
     assert real["KAFKA_VERSION"].startswith("4.")
     assert real["KAFKA_LATEST_VERSION"] >= "4.3", "cordons (KIP-1066) are tested on it"
+    assert real["KAFKA_OLD_VERSION"] < "3.3", "older than KIP-827: its brokers report no log dir capacity"
     assert real["ETCD_VERSION"].startswith("3.6.")
     assert real["PROMETHEUS_VERSION"].startswith("0.3"), "the Go module's version of a Prometheus 3.x release"
     # v1.10.x of both controllers needs Go 1.27 (their go.mod), newer than the project's Go.
