@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 from kubernetes import client
@@ -107,6 +108,27 @@ def fail_read_only(log_dir: Path) -> None:
         assert refused.errno == errno.EROFS, refused
     else:
         raise AssertionError(f"{log_dir} still takes writes after the ext4 error")
+
+
+C = TypeVar("C", bound=KafkaCluster)
+
+
+@contextmanager
+def cluster_of_release(root: Path, version_key: str, kind: type[C]) -> Iterator[C]:
+    """3 KRaft nodes of ``kind`` under ``root`` on the Kafka release ``versions.env`` names by ``version_key``
+    (provisioned beside the bed's by ``make provision``)."""
+    version = read_versions()[version_key]
+    libs = cache_root() / f"kafka-{version}" / "libs"
+    assert (libs / f"kafka_2.13-{version}.jar").is_file(), f"Kafka {version} is not provisioned: make provision"
+    cluster = kind.on_free_ports(root, libs)
+    cluster.write_config()
+    cluster.format_storage()
+    records = [cluster.start_node(n.node_id) for n in cluster.nodes]
+    try:
+        cluster.wait_healthy()
+        yield cluster
+    finally:
+        procs.stop_all(records)
 
 
 @contextmanager

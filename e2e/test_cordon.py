@@ -26,11 +26,10 @@ from kubernetes import client
 
 from e2e.kafka_support import create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
-from e2e.own_cluster_support import operator_for
+from e2e.own_cluster_support import cluster_of_release, operator_for
 from e2e.reassignment_support import fill, throttled
-from kpo_testbed import Testbed, procs
+from kpo_testbed import Testbed
 from kpo_testbed.kafka import KafkaCluster
-from kpo_testbed.paths import cache_root, read_versions
 
 PREFIX = f"e2e-cordon-{uuid.uuid4().hex[:6]}"
 KPR = "PartitionReassignment"
@@ -40,18 +39,8 @@ CORDON = "cordoned.log.dirs"
 @pytest.fixture(scope="module")
 def kafka_43(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """A 3-node KRaft cluster on Kafka 4.3, formatted at its latest production metadata.version."""
-    version = read_versions()["KAFKA_LATEST_VERSION"]
-    libs = cache_root() / f"kafka-{version}" / "libs"
-    assert (libs / f"kafka_2.13-{version}.jar").is_file(), f"Kafka {version} is not provisioned: make provision"
-    cluster = KafkaCluster.on_free_ports(tmp_path_factory.mktemp("kafka-43"), libs)
-    cluster.write_config()
-    cluster.format_storage()
-    records = [cluster.start_node(n.node_id) for n in cluster.nodes]
-    try:
-        cluster.wait_healthy()
+    with cluster_of_release(tmp_path_factory.mktemp("kafka-43"), "KAFKA_LATEST_VERSION", KafkaCluster) as cluster:
         yield cluster
-    finally:
-        procs.stop_all(records)
 
 
 @pytest.fixture(scope="module")

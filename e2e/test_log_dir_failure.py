@@ -96,6 +96,20 @@ def replica_in_dir(cluster: KafkaCluster, topic: str, broker: int, log_dir: str,
         kp.close()
 
 
+def failed_naming_the_dir(resources: Resources, name: str, message: str) -> dict[str, Any]:
+    """The resource ended Failed for an offline log dir: Ready's reason LogDirOffline with ``message`` in it, the
+    partition failed with KAFKA_STORAGE_ERROR, one LogDirOffline Event; returns the status."""
+    status = resources.wait_phase(KPR, name, {"Failed", "Succeeded", "Invalid"}, timeout=90)
+    assert status["phase"] == "Failed", status
+    ready = resources.condition(KPR, name, "Ready")
+    assert ready is not None and ready["reason"] == "LogDirOffline", ready
+    assert message in ready["message"], ready
+    assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
+    events = resources.wait_event(name, "LogDirOffline")
+    assert len(events) == 1, [(e.reason, e.message) for e in resources.events(name)]
+    return status
+
+
 def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
         small_disk_cluster: KafkaCluster, disk_resources: Resources, topic_name: str) -> None:
     big, small = (str(d) for d in small_disk_cluster.log_dirs(1))
@@ -103,15 +117,8 @@ def test_a_target_dir_that_fails_mid_move_fails_the_resource_naming_the_dir(
     with replica_in_dir(small_disk_cluster, topic_name, 1, big, messages=2000) as (admin, kp):
         disk_resources.create(KPR, "to-small", {"partitions": [
             {"topic": topic_name, "partition": 0, "replicas": [1], "logDirs": [small]}]})
-        status = disk_resources.wait_phase(KPR, "to-small", {"Failed", "Succeeded", "Invalid"}, timeout=90)
-
-        assert status["phase"] == "Failed", status
-        ready = disk_resources.condition(KPR, "to-small", "Ready")
-        assert ready is not None and ready["reason"] == "LogDirOffline"
-        assert f"log dir {small} of broker 1 is offline; the replica stays in {big}" in ready["message"]
-        assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
-        events = disk_resources.wait_event("to-small", "LogDirOffline")
-        assert len(events) == 1, [(e.reason, e.message) for e in disk_resources.events("to-small")]
+        failed_naming_the_dir(disk_resources, "to-small",
+                              f"log dir {small} of broker 1 is offline; the replica stays in {big}")
         # Kafka's view: the small dir offline, the replica whole in the big one, the partition led by broker 1.
         dirs = broker_dirs(kp, topic_name)
         assert dirs[small][0] == STORAGE_ERROR
@@ -157,14 +164,8 @@ def test_a_source_dir_that_fails_mid_copy_fails_the_resource_naming_the_dir_and_
         try_to_produce(cluster, topic_name)
         wait_for(lambda: broker_dirs(kp, topic_name, 2)[small][0] == STORAGE_ERROR, 60, "the small dir offline")
 
-        status = disk_resources.wait_phase(KPR, "from-small", {"Failed", "Succeeded", "Invalid"}, timeout=90)
-        assert status["phase"] == "Failed", status
-        ready = disk_resources.condition(KPR, "from-small", "Ready")
-        assert ready is not None and ready["reason"] == "LogDirOffline", ready
-        assert f"the replica on broker 2 is in an offline log dir ({small})" in ready["message"], ready
-        assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
-        events = disk_resources.wait_event("from-small", "LogDirOffline")
-        assert len(events) == 1, [(e.reason, e.message) for e in disk_resources.events("from-small")]
+        failed_naming_the_dir(disk_resources, "from-small",
+                              f"the replica on broker 2 is in an offline log dir ({small})")
         # Kafka's view: no replica of the partition in an online dir of broker 2, and the throttle gone.
         dirs = broker_dirs(kp, topic_name, 2)
         assert not [r for r in dirs[big][1] if not r[2]], dirs
@@ -192,14 +193,8 @@ def test_a_disk_the_kernel_makes_read_only_mid_copy_fails_the_resource_naming_th
         wait_for(lambda: broker_dirs(kp, topic_name, 3)[str(failing)][0] == STORAGE_ERROR, 60,
                  "Kafka taking the read-only dir offline")
 
-        status = disk_resources.wait_phase(KPR, "to-failing", {"Failed", "Succeeded", "Invalid"}, timeout=90)
-        assert status["phase"] == "Failed", status
-        ready = disk_resources.condition(KPR, "to-failing", "Ready")
-        assert ready is not None and ready["reason"] == "LogDirOffline", ready
-        assert f"log dir {failing} of broker 3 is offline; the replica stays in {old}" in ready["message"], ready
-        assert [f["reason"] for f in status["failures"]] == ["KAFKA_STORAGE_ERROR"]
-        events = disk_resources.wait_event("to-failing", "LogDirOffline")
-        assert len(events) == 1, [(e.reason, e.message) for e in disk_resources.events("to-failing")]
+        failed_naming_the_dir(disk_resources, "to-failing",
+                              f"log dir {failing} of broker 3 is offline; the replica stays in {old}")
         # Kafka's view: the replica whole and online in its old dir, led by broker 3, and the throttle gone.
         dirs = broker_dirs(kp, topic_name, 3)
         assert dirs[str(old)] == (0, [(0, dirs[str(old)][1][0][1], False)]) and dirs[str(old)][1][0][1] >= 3_000_000

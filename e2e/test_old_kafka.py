@@ -20,28 +20,17 @@ from kubernetes import client
 
 from e2e.kafka_support import broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
-from e2e.own_cluster_support import KPR, OldKafkaCluster, operator_for
+from e2e.own_cluster_support import KPR, OldKafkaCluster, cluster_of_release, operator_for
 from e2e.reassignment_support import fill
-from kpo_testbed import Testbed, procs
-from kpo_testbed.paths import cache_root, read_versions
+from kpo_testbed import Testbed
 
 PREFIX = f"e2e-old-{uuid.uuid4().hex[:6]}"
 
 
 @pytest.fixture(scope="module")
 def old_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OldKafkaCluster]:
-    version = read_versions()["KAFKA_OLD_VERSION"]
-    libs = cache_root() / f"kafka-{version}" / "libs"
-    assert (libs / f"kafka_2.13-{version}.jar").is_file(), f"Kafka {version} is not provisioned: make provision"
-    cluster = OldKafkaCluster.on_free_ports(tmp_path_factory.mktemp("kafka-old"), libs)
-    cluster.write_config()
-    cluster.format_storage()
-    records = [cluster.start_node(n.node_id) for n in cluster.nodes]
-    try:
-        cluster.wait_healthy()
+    with cluster_of_release(tmp_path_factory.mktemp("kafka-old"), "KAFKA_OLD_VERSION", OldKafkaCluster) as cluster:
         yield cluster
-    finally:
-        procs.stop_all(records)
 
 
 @pytest.fixture(scope="module")
