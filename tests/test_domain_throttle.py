@@ -292,7 +292,8 @@ class _Sticky(_Kafka):
 
 def test_a_removal_kafka_acknowledges_but_does_not_show_stays_in_the_journal_and_is_tried_again() -> None:
     saved: list[ThrottleJournal] = []
-    left = remove(_Sticky(), MINE, [], saved.append, live_brokers={1, 2, 3})  # type: ignore[arg-type]
+    left = remove(_Sticky(), MINE, [], saved.append, live_brokers={1, 2, 3},  # type: ignore[arg-type]
+                  read_back_seconds=0)
     assert left.brokers == {3} and left.topics == {"a"}, "what Kafka still shows is still kpo's to take back"
     assert saved == [left]
     again = _Kafka()

@@ -7,10 +7,10 @@ version's journals are taken in, and what a holder that no longer exists alone h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from kpo.domain.model import TopicPartition
-from kpo.domain.throttle import FOLLOWER_RATE, LEADER_RATE, ThrottleJournal, plan
+from kpo.domain.throttle import FOLLOWER_RATE, LEADER_RATE, ConfigChange, ThrottleJournal, plan
 from kpo.execution.ledger import ThrottleLedger
 from kpo.k8s.throttle_record import COMPRESSED, data_key, decode, encode, record_name, resource_key
 from test_cluster_executor import ThrottledCluster
@@ -158,3 +158,48 @@ def test_a_large_journal_is_kept_compressed_and_read_back_the_same() -> None:
     packed = encode(large)
     assert packed.startswith(COMPRESSED) and decode(packed) == large
     assert len(packed) < len(str(large.to_json())) / 3
+
+
+class LaggingCluster(ThrottledCluster):
+    """Answers the first read of an entity after a change with what it held before, as a KRaft broker does for the
+    milliseconds between the controller's acknowledgement and the broker applying the record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before: dict[tuple[str, str], dict[str, str]] = {}
+
+    def alter_configs(self, changes: Sequence[ConfigChange]) -> None:
+        for change in changes:
+            self.before.setdefault((change.resource, change.name),
+                                   dict(self.configs.get((change.resource, change.name), {})))
+        super().alter_configs(changes)
+
+    def broker_configs(self, brokers: Collection[int], names: Collection[str]) -> dict[int, dict[str, str]]:
+        now = super().broker_configs(brokers, names)
+        for b in brokers:
+            if (stale := self.before.pop(("broker", str(b)), None)) is not None:
+                now[b] = {k: v for k, v in stale.items() if k in names}
+        return now
+
+
+def test_a_removal_read_back_before_the_broker_shows_it_is_read_again_not_served_from_the_cache() -> None:
+    cluster = LaggingCluster()
+    ledger = ThrottleLedger(record=Record(cluster))
+    mine = _ensure(ledger, cluster, "ns/first", P0)
+    cluster.before.clear()  # the rates are applied: every broker shows them
+    assert _remove(ledger, cluster, "ns/first", mine).empty, "cleaned in this pass: the second read shows it"
+    assert cluster.throttled() == {}
+
+
+def test_a_removal_kafka_never_shows_is_kept_for_the_next_pass() -> None:
+    cluster = ThrottledCluster()
+    ledger = ThrottleLedger(record=Record(cluster), read_back_seconds=0)
+    mine = _ensure(ledger, cluster, "ns/first", P0)
+    real_alter = cluster.alter_configs
+    # Kafka 3.2 as seen: broker 3 acknowledges the DELETE of its rates and keeps them.
+    cluster.alter_configs = lambda changes: real_alter([c for c in changes  # type: ignore[method-assign]
+                                                        if not (c.resource == "broker" and c.name == "3")])
+    left = _remove(ledger, cluster, "ns/first", mine)
+    assert left.brokers == {3} and not left.topics
+    cluster.alter_configs = real_alter  # type: ignore[method-assign]
+    assert _remove(ledger, cluster, "ns/first", left).empty and cluster.throttled() == {}

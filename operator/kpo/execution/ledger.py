@@ -103,7 +103,9 @@ class _CachedKafka:
     """The cluster's client, with the throttle configs of entities kpo holds served from the ledger's cache.
 
     Only those: whether a rate or a replica list is someone else's is decided on a fresh read, always — a cached
-    "nothing set" would let kpo take a user's throttle, set a moment ago, for its own.
+    "nothing set" would let kpo take a user's throttle, set a moment ago, for its own. And not those this pass has
+    changed: a removal is read back until Kafka shows it, and a broker shows it some milliseconds after the
+    acknowledgement, so each read-back must ask Kafka again (each read still refreshes the cache).
     """
 
     def __init__(self, kafka: KafkaAdmin, cache: _ConfigCache, held_brokers: frozenset[int],
@@ -128,6 +130,8 @@ class _CachedKafka:
             self._kafka.alter_configs(changes)
         finally:
             self._cache.changed(changes)
+            self._held_brokers = self._held_brokers - {int(c.name) for c in changes if c.resource == "broker"}
+            self._held_topics = self._held_topics - {c.name for c in changes if c.resource == "topic"}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kafka, name)
@@ -138,8 +142,11 @@ class ThrottleLedger:
     EMPTY_KEPT_SECONDS = 300.0
 
     def __init__(self, *, record: ThrottleRecord | None = None, fresh_seconds: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 read_back_seconds: float = throttles.READ_BACK_SECONDS) -> None:
         self._lock = threading.Lock()
+        #: How long a removal waits for Kafka to show it before leaving it to the next pass.
+        self._read_back_seconds = read_back_seconds
         #: The journals this ledger saved, with when: the freshest of all.
         self._journals: dict[str, tuple[ThrottleJournal, float]] = {}
         self._record = record
@@ -215,7 +222,8 @@ class ThrottleLedger:
             self._let_go_of_the_departed(key, kafka, index, live_brokers)
             others = self.others(key, index)
             left = throttles.remove(self._cached(kafka, [journal, *others]), journal, others,
-                                    self._recording(key, save), live_brokers=live_brokers)
+                                    self._recording(key, save), live_brokers=live_brokers,
+                                    read_back_seconds=self._read_back_seconds)
             self._set(key, left)
             return left
 
@@ -234,7 +242,8 @@ class ThrottleLedger:
                         "it alone held", holder)
             others = [j for k, j in sorted(self._holders(index).items()) if k != holder and not j.empty]
             left = throttles.remove(self._cached(kafka, [journal, *others]), journal, others,
-                                    functools.partial(self._write_record, holder), live_brokers=live_brokers)
+                                    functools.partial(self._write_record, holder), live_brokers=live_brokers,
+                                    read_back_seconds=self._read_back_seconds)
             if not left.empty:
                 self._asked.discard(holder)  # a broker that is down: the next removal tries again
 

@@ -8,12 +8,16 @@ journals as the ledger knows them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from kpo.domain import throttle as rules
 from kpo.domain.throttle import ThrottleJournal, ThrottlePlan
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
+
+#: How long a removal waits for Kafka to show it (see ``_gone``) before leaving it to the next tick.
+READ_BACK_SECONDS = 2.0
 
 
 def ensure(kafka: KafkaAdmin, wanted: ThrottlePlan, *, previous: ThrottleJournal, others: Sequence[ThrottleJournal],
@@ -52,8 +56,8 @@ def ensure(kafka: KafkaAdmin, wanted: ThrottlePlan, *, previous: ThrottleJournal
 
 
 def remove(kafka: KafkaAdmin, journal: ThrottleJournal, others: Sequence[ThrottleJournal],
-           save: Callable[[ThrottleJournal], object], live_brokers: Collection[int] | None = None
-           ) -> ThrottleJournal:
+           save: Callable[[ThrottleJournal], object], live_brokers: Collection[int] | None = None,
+           *, read_back_seconds: float = READ_BACK_SECONDS) -> ThrottleJournal:
     """Take back what ``journal`` added (and no other live resource needs), one entity at a time; returns what is
     left: the empty journal, or the entities that could not be cleaned yet (a broker down or not answering).
 
@@ -72,13 +76,13 @@ def remove(kafka: KafkaAdmin, journal: ThrottleJournal, others: Sequence[Throttl
     left = journal
     for topic in sorted(journal.topics):
         mine = [c for c in changes if c.resource == "topic" and c.name == topic]
-        if _apply(kafka, mine) and _gone(kafka, mine):
+        if _apply(kafka, mine) and _gone(kafka, mine, read_back_seconds):
             left = left.without(topics=[topic])
     for broker in sorted(journal.all_brokers):
         if live_brokers is not None and broker not in live_brokers:
             continue
         mine = [c for c in changes if c.resource == "broker" and c.name == str(broker)]
-        if _apply(kafka, mine) and _gone(kafka, mine):
+        if _apply(kafka, mine) and _gone(kafka, mine, read_back_seconds):
             left = left.without(brokers=[broker])
     if left != journal:
         save(left if not left.empty else ThrottleJournal())
@@ -96,19 +100,28 @@ def _apply(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange]) -> bool:
     return True
 
 
-def _gone(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange]) -> bool:
-    """Whether one entity's configs, read back, show ``changes`` taken; ``False`` (kept in the journal, removed again
-    next tick) when they do not or cannot be read: the journal, and the status, never say a throttle is gone that
-    Kafka still shows."""
+def _gone(kafka: KafkaAdmin, changes: Sequence[rules.ConfigChange], within: float) -> bool:
+    """Whether one entity's configs, read back, show ``changes`` taken within ``within`` seconds; ``False`` (kept in
+    the journal, removed again next tick) when they do not or cannot be read: the journal, and the status, never say
+    a throttle is gone that Kafka still shows. Read more than once because a KRaft broker answers DescribeConfigs
+    from the metadata it has applied, which follows the controller's acknowledgement by some milliseconds (on the
+    bed's 4.1 brokers, 1 to 3 reads over 20-110 ms)."""
     if not changes:
         return True
     kind, name = changes[0].resource, changes[0].name
     keys = sorted({c.key for c in changes})
-    try:
-        if kind == "broker":
-            now = kafka.broker_configs([int(name)], keys).get(int(name), {})
-        else:
-            now = kafka.topic_configs([name], keys).get(name, {})
-    except KafkaUnavailable:
-        return False
-    return not rules.still_set(changes, now)
+    deadline, pause = time.monotonic() + within, 0.02
+    while True:
+        try:
+            if kind == "broker":
+                now = kafka.broker_configs([int(name)], keys).get(int(name), {})
+            else:
+                now = kafka.topic_configs([name], keys).get(name, {})
+        except KafkaUnavailable:
+            return False
+        if not rules.still_set(changes, now):
+            return True
+        if time.monotonic() + pause > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
