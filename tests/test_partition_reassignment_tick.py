@@ -22,13 +22,15 @@ from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import (
     KafkaRefusal,
+    OngoingReassignment,
     PartitionState,
     Replicas,
     TopicPartition,
 )
-from kpo.domain.reassignment import Target
+from kpo.domain.reassignment import SETTLING, Target, validate
 from kpo.domain.scheduling import Execution, Limits, SchedulerConfig
 from kpo.domain.throttle import ThrottleJournal
+from kpo.execution.observation import Look
 from kpo.resources.outcomes import Inputs, Outcome, RetryLater
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import Intent, Memory, Phase
@@ -507,3 +509,22 @@ def test_the_status_shows_each_log_dir_copy_and_drops_it_when_it_is_done() -> No
     done = tick(cluster, intent, memory_of(outcome.status, {}), outcome.status)
     assert done.status["phase"] == "Succeeded"
     assert "logDirs" in done.status["progress"] and done.status["progress"]["logDirs"] is None, "removed"
+
+
+def test_a_move_the_shared_look_still_lists_but_the_ticks_reads_do_not_ended_a_moment_ago() -> None:
+    # The look (taken before this tick's reads) lists orders-0 moving [1] -> [2]; by the tick's own reads the move has
+    # ended, yet a broker whose metadata lags still describes the mid-move union [2, 1]. Judged on that, a target of
+    # one replica read as a replication factor decrease (Invalid, for good; seen in a CI run): it is settling.
+    cluster = FakeCluster({P0: (2, 1)})
+    earlier = Look(started=0.0, brokers=cluster.brokers(), topic_names=frozenset({"orders"}),
+                   ongoing={P0: OngoingReassignment(replicas=(2, 1), adding=(2,), removing=(1,))},
+                   covered=frozenset({"orders"}), states={"orders": {P0: PartitionState((2, 1), 2, (2, 1))}})
+    view = reconciler.observe(cluster, lambda _topics: earlier, {P0}, with_configs=True)  # type: ignore[arg-type]
+    assert view.ongoing == {} and view.recently_moved == {P0}
+    problems = validate({P0: Target((3,))}, view, internal_topics=(), allow_rf_decrease=False)
+    assert [p.reason for p in problems] == [SETTLING], problems
+    # A look that lists nothing, and no earlier listing: the union is the partition's replicas, judged as they are.
+    quiet = replace(earlier, ongoing={})
+    view = reconciler.observe(cluster, lambda _topics: quiet, {P0}, with_configs=True)  # type: ignore[arg-type]
+    judged = validate({P0: Target((3,))}, view, internal_topics=(), allow_rf_decrease=False)
+    assert [p.reason for p in judged] == ["ReplicationFactorDecrease"]

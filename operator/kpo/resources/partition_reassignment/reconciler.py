@@ -131,8 +131,11 @@ def observe(kafka: KafkaAdmin, look: Callable[[Collection[str]], Look], partitio
                        min_insync=min_insync, log_dirs=dirs.broker_dirs, topics=seen.topic_names | late,
                        replica_dirs=dirs.replica_dirs, future_dirs=dirs.future_dirs, unreachable=dirs.unreachable,
                        offline_dirs=dirs.offline_dirs, future_sizes=dirs.future_sizes,
-                       recently_moved=frozenset(tp for tp in partitions
-                                                if tp in seen.recently_moved and tp not in ongoing))
+                       # The shared look may predate this tick's own reads: a move it still lists that they no
+                       # longer do ended in between, and a broker whose metadata lags may still show its mid-move
+                       # union (a CI run read [2, 1] for a move [1] -> [2] that had ended: Invalid, for good).
+                       recently_moved=frozenset(tp for tp in partitions if tp not in ongoing
+                                                and (tp in seen.recently_moved or tp in seen.ongoing)))
 
 
 def _key(body: Mapping[str, Any]) -> str:
