@@ -29,6 +29,7 @@ from kpo.config import LeaderElectionConfig, OperatorConfig
 from kpo.k8s.auto_proposals import AutoProposals
 from kpo.k8s.lease import LeaseStore
 from kpo.k8s.outage import RepeatedRequestErrors
+from kpo.kopf_namespaces import serve_listed_namespaces
 from kpo.persistence import BoundedAnnotationsProgressStorage, DigestDiffBaseStorage
 from kpo.resources.partition_reassignment import handlers as partition_reassignment
 from kpo.resources.preferred_leader_election import handlers as preferred_leader_election
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                                       forget=context.forget_kafka, proposals=AutoProposals(context.api),
                                       topics_per_request=auto_propose.topics_per_request)
         watcher.start()
+    # A namespace matching a --namespace pattern made while Kopf (re)lists namespaces is served too.
+    serve_listed_namespaces()
     registry = kopf.OperatorRegistry()
     kopf.on.startup(id="kpo_settings", registry=registry)(configure)
     # The same credentials the kubernetes client found (service account in a pod, else KUBECONFIG).
