@@ -152,9 +152,15 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests -q --durations=15
 
+# The e2e suite mostly waits (on Kafka, the API server, throttled moves): E2E_WORKERS pytest-xdist workers, each on a
+# test bed of its own, share the machine's cores; whole modules go to a worker, the node's modules all to one
+# (e2e/conftest.py). E2E_WORKERS=0 runs it in one process (and reuses `make testbed-up`'s bed).
+E2E_WORKERS ?= 2
+E2E_ARGS = -q --durations=30 -n $(E2E_WORKERS) --dist loadgroup
+
 .PHONY: e2e
 e2e: venv provision provision-prometheus provision-argocd provision-flux provision-node
-	$(PY) -m pytest e2e -q --durations=30
+	$(PY) -m pytest e2e $(E2E_ARGS)
 
 # The unit suite is CPU-bound (the planner's Spark tests), the e2e suite mostly waits: on Kafka, the API server and
 # the throttled moves it watches. `make test` runs them side by side, the unit suite niced so the test bed's
@@ -165,6 +171,6 @@ test: venv provision provision-prometheus provision-argocd provision-flux provis
 	@mkdir -p build; rm -f $(UNIT_LOG) build/unit.rc
 	@( rc=0; nice -n 10 $(PY) -m pytest tests -q --durations=15 -p no:cacheprovider --basetemp=build/unit-tmp \
 	   > $(UNIT_LOG) 2>&1 || rc=$$?; echo $$rc > build/unit.rc ) & \
-	e2e=0; $(PY) -m pytest e2e -q --durations=30 || e2e=$$?; wait; \
+	e2e=0; $(PY) -m pytest e2e $(E2E_ARGS) || e2e=$$?; wait; \
 	echo "===== unit tests (ran beside the e2e suite) ====="; cat $(UNIT_LOG); \
 	echo "unit exit $$(cat build/unit.rc), e2e exit $$e2e"; test "$$(cat build/unit.rc)" = 0 && test $$e2e = 0

@@ -8,6 +8,7 @@ at the end. Each test gets its own namespace and its own topic names, so tests n
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +32,19 @@ QUIET.propagate = False
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test is e2e. For ``-n N --dist loadgroup`` (pytest-xdist, ``make test``): a worker takes whole modules,
+    so a module's fixtures (clusters of its own) start once, and every module with a test on the node goes to one
+    worker: the node is the host's (its address, containerd, the cgroups its pods run in), one per machine."""
+    on_node = {item.module.__name__ for item in items
+               if isinstance(item, pytest.Function) and "node_images" in item.fixturenames}
     for item in items:
         item.add_marker(pytest.mark.e2e)
+        module = item.module.__name__ if isinstance(item, pytest.Function) else item.nodeid
+        item.add_marker(pytest.mark.xdist_group("node" if module in on_node else module))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The node's modules are the longest group (Spark jobs in pods): first, so the other worker's modules fill in
+        # around it rather than leaving it to run alone at the end. Every worker collects the same order.
+        items.sort(key=lambda item: item.module.__name__ not in on_node if isinstance(item, pytest.Function) else True)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -48,7 +60,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    shared = Testbed.open(REPO_ROOT / ".testbed")
+    """``make testbed-up``'s bed when it runs, else a private one. Each pytest-xdist worker starts its own: tests
+    judge brokers' throttles and configs cluster-wide, which another worker's moves on a shared bed would break."""
+    shared = None if os.environ.get("PYTEST_XDIST_WORKER") else Testbed.open(REPO_ROOT / ".testbed")
     if shared is not None and shared.healthy():
         yield shared
         return
