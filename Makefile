@@ -154,9 +154,9 @@ unit: venv
 
 # The e2e suite mostly waits (on Kafka, the API server, throttled moves): E2E_WORKERS pytest-xdist workers, each on a
 # test bed of its own, share the machine's cores; whole modules go to a worker, the node's modules all to one
-# (e2e/conftest.py). E2E_WORKERS=0 runs it in one process (and reuses `make testbed-up`'s bed).
+# (e2e/conftest.py's scheduler). E2E_WORKERS=0 runs it in one process (and reuses `make testbed-up`'s bed).
 E2E_WORKERS ?= 2
-E2E_ARGS = -q --durations=30 -n $(E2E_WORKERS) --dist loadgroup
+E2E_ARGS = -q --durations=30 -n $(E2E_WORKERS) --dist loadscope
 
 .PHONY: e2e
 e2e: venv provision provision-prometheus provision-argocd provision-flux provision-node

@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,20 +32,39 @@ QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
 
 
+#: The modules with a test on the node (the ``node_images`` fixture). The node is the host's -- its address, containerd,
+#: the cgroups its pods run in -- one per machine, so under pytest-xdist these modules all go to one worker. The
+#: collection below fails when a module uses the node without being listed here.
+NODE_MODULES = frozenset({"e2e/test_leader_election.py", "e2e/test_node.py", "e2e/test_planning.py",
+                          "e2e/test_spark_harness.py"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test is e2e. For ``-n N --dist loadgroup`` (pytest-xdist, ``make test``): a worker takes whole modules,
-    so a module's fixtures (clusters of its own) start once, and every module with a test on the node goes to one
-    worker: the node is the host's (its address, containerd, the cgroups its pods run in), one per machine."""
-    on_node = {item.module.__name__ for item in items
+    on_node = {item.nodeid.split("::", 1)[0] for item in items
                if isinstance(item, pytest.Function) and "node_images" in item.fixturenames}
+    if not on_node <= NODE_MODULES:
+        raise pytest.UsageError(f"e2e/conftest.py: add {sorted(on_node - NODE_MODULES)} to NODE_MODULES: their tests "
+                                "run on the node, which only one pytest-xdist worker may use")
     for item in items:
         item.add_marker(pytest.mark.e2e)
-        module = item.module.__name__ if isinstance(item, pytest.Function) else item.nodeid
-        item.add_marker(pytest.mark.xdist_group("node" if module in on_node else module))
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # The node's modules are the longest group (Spark jobs in pods): first, so the other worker's modules fill in
+        # The node's modules are the longest unit (Spark jobs in pods): first, so the other worker's modules fill in
         # around it rather than leaving it to run alone at the end. Every worker collects the same order.
-        items.sort(key=lambda item: item.module.__name__ not in on_node if isinstance(item, pytest.Function) else True)
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in NODE_MODULES)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """For ``-n N`` (``make test``): a worker takes whole modules, so a module's fixtures (clusters of its own) start
+    once, and the node's modules together (``NODE_MODULES``). pytest-xdist's ``loadgroup`` would say it with marks,
+    but it renames node ids, which pytest 9 no longer lets it do."""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 (only under pytest-xdist)
+
+    class WholeModulesNodeTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "node" if module in NODE_MODULES else module
+
+    return WholeModulesNodeTogether(config, log)
 
 
 @pytest.hookimpl(wrapper=True)
