@@ -109,6 +109,14 @@ forward() {  # add|del
     "-i kpobr0 -p tcp -d $NODE_IP -j DNAT --to-destination 127.0.0.1"
   )
   local rule
+  if [ "$1" = add ]; then
+    # The bridge is this node's alone (one per host): a rule on it that is still there was left by a node whose `down`
+    # never ran (its session killed), and would send this node's pods to that bed's API server port first.
+    iptables -t nat -S PREROUTING | grep -e '-i kpobr0 ' | sed 's/^-A /-D /' | while read -r rule; do
+      # shellcheck disable=SC2086
+      iptables -t nat $rule
+    done
+  fi
   for rule in "${rules[@]}"; do
     # shellcheck disable=SC2086
     if [ "$1" = add ]; then
