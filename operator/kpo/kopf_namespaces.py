@@ -11,8 +11,9 @@ The fix treats a listed namespace as Kopf treats a watched one: the served set i
 ``revise_namespaces``, against the same patterns, and the orchestrator is woken only when that set changed (a listing
 of thousands of namespaces wakes nothing when all are known). Kopf's observer binds its namespace processor, a module
 global, when it starts, so :func:`serve_listed_namespaces` must run before ``kopf.operator``. The processor is private
-to Kopf: a Kopf without it fails here, at start, rather than running silently without the fix; exact names (the Helm
-chart's ``watchNamespaces``) never needed it.
+to Kopf: a Kopf without it fails here, at start, rather than running silently without the fix. Exact names (the Helm
+chart's ``watchNamespaces``) go through the same observer, so a named namespace created after the start is covered
+too.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ async def process_namespace_event(*, raw_event: bodies.RawEvent,
     if raw_event["type"] is not None:
         await _KOPF_PROCESSOR(raw_event=raw_event, namespaces=namespaces, insights=insights, **kwargs)
         return
+    name = raw_event["object"]["metadata"]["name"]
     async with insights.revised:
-        served = set(insights.namespaces)
+        served = name in insights.namespaces
         observation.revise_namespaces(raw_events=[raw_event], insights=insights, namespaces=namespaces)
-        if insights.namespaces != served:
-            logger.info("Namespace %s is served from now on: it was listed, not seen by the watch",
-                        raw_event["object"]["metadata"]["name"])
+        if (name in insights.namespaces) != served:
+            logger.info("Namespace %s is %s from now on: it was listed, not seen by the watch", name,
+                        "no longer served" if served else "served")
             insights.revised.notify_all()
 
 
