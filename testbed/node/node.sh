@@ -112,7 +112,7 @@ forward() {  # add|del
   if [ "$1" = add ]; then
     # The bridge is this node's alone (one per host): a rule on it that is still there was left by a node whose `down`
     # never ran (its session killed), and would send this node's pods to that bed's API server port first.
-    iptables -t nat -S PREROUTING | grep -e '-i kpobr0 ' | sed 's/^-A /-D /' | while read -r rule; do
+    iptables -t nat -S PREROUTING | { grep -e '-i kpobr0 ' || true; } | sed 's/^-A /-D /' | while read -r rule; do
       # shellcheck disable=SC2086
       iptables -t nat $rule
     done
