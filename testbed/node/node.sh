@@ -196,7 +196,8 @@ down() {
   fi
   stop containerd
   # What pods leave on the host: mounts under the node's directory, CNI network namespaces, the bridge, cgroups.
-  grep -o " $d/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+  # (No mount left, e.g. containerd gone first: grep finds nothing, which pipefail must not take for a failure.)
+  { grep -o " $d/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
   local ns ctl
   for ns in /run/netns/cni-*; do [ -e "$ns" ] && { umount "$ns" 2>/dev/null; rm -f "$ns"; }; done
   [ -f "$bed/data/kube/admin.kubeconfig" ] && forward del
