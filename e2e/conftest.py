@@ -39,8 +39,12 @@ NODE_MODULES = frozenset({"e2e/test_leader_election.py", "e2e/test_node.py", "e2
                           "e2e/test_spark_harness.py"})
 
 
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    on_node = {item.nodeid.split("::", 1)[0] for item in items
+    on_node = {module_of(item.nodeid) for item in items
                if isinstance(item, pytest.Function) and "node_images" in item.fixturenames}
     if not on_node <= NODE_MODULES:
         raise pytest.UsageError(f"e2e/conftest.py: add {sorted(on_node - NODE_MODULES)} to NODE_MODULES: their tests "
@@ -50,18 +54,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The node's modules are the longest unit (Spark jobs in pods): first, so the other worker's modules fill in
         # around it rather than leaving it to run alone at the end. Every worker collects the same order.
-        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in NODE_MODULES)
+        items.sort(key=lambda item: module_of(item.nodeid) not in NODE_MODULES)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """For ``-n N`` (``make test``): a worker takes whole modules, so a module's fixtures (clusters of its own) start
-    once, and the node's modules together (``NODE_MODULES``). pytest-xdist's ``loadgroup`` would say it with marks,
-    but it renames node ids, which pytest 9 no longer lets it do."""
+    """For ``-n N`` (``make test E2E_WORKERS=2``): a worker takes whole modules, so a module's fixtures (clusters of
+    its own) start once, and the node's modules together (``NODE_MODULES``). pytest-xdist's ``loadgroup`` would say
+    it with marks, but it renames node ids, which pytest 9 no longer lets it do."""
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 (only under pytest-xdist)
 
     class WholeModulesNodeTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
+            module = module_of(nodeid)
             return "node" if module in NODE_MODULES else module
 
     return WholeModulesNodeTogether(config, log)
