@@ -73,11 +73,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failing test's report carries the tail of each running operator's log: in CI the logs are gone after the
-    run, and a status that never changed says nothing of why."""
+    """A failing test's report carries the tail of each operator's log that ran during it (still running, or stopped
+    by the test itself): in CI the logs are gone after the run, and a status that never changed says nothing of
+    why."""
+    if call.when == "setup":
+        OperatorProcess.stopped_in_test.clear()
     report: pytest.TestReport = yield
     if report.failed:
-        for operator in sorted(OperatorProcess.running, key=lambda o: str(o.log_path)):
+        shown = OperatorProcess.running | OperatorProcess.stopped_in_test
+        for operator in sorted(shown, key=lambda o: str(o.log_path)):
             report.sections.append((f"operator log {operator.log_path} (last 80 lines)", operator.log_tail(80)))
     return report
 

@@ -251,6 +251,7 @@ class _ArgvOperator(OperatorProcess):
             log.flush()
             self.proc = subprocess.Popen(self.argv, env=self.env, cwd=REPO_ROOT, stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        OperatorProcess.running.add(self)
         time.sleep(1.0)
         assert self.proc.poll() is None, f"the operator exited at once:\n{self.log_tail()}"
 

@@ -24,6 +24,9 @@ from kpo_testbed.paths import REPO_ROOT
 class OperatorProcess:
     #: Every operator started in this session and not stopped: a failing test's report shows their logs' tails.
     running: ClassVar[set[OperatorProcess]] = set()
+    #: Operators stopped since the current test began (a test's ``finally`` stops its own before the report is made):
+    #: their logs go into the report too. The conftest empties it as each test starts.
+    stopped_in_test: ClassVar[set[OperatorProcess]] = set()
 
     def __init__(self, env: dict[str, str], log_path: Path, namespaces: list[str] | None = None,
                  umask: int = -1, metrics_port: int = 0) -> None:
@@ -61,7 +64,9 @@ class OperatorProcess:
 
     def stop(self) -> None:
         terminate(self.proc)
-        OperatorProcess.running.discard(self)
+        if self in OperatorProcess.running:
+            OperatorProcess.running.discard(self)
+            OperatorProcess.stopped_in_test.add(self)
 
     def peak_rss_bytes(self) -> int:
         """The operator process's peak resident set size so far (VmHWM), from /proc."""

@@ -92,7 +92,12 @@ def test_metrics_during_a_reassignment(testbed: Testbed, plane: ControlPlane, ka
                 now = samples(scrape(port))
                 return now if now.get('kpo_moves_in_flight{cluster="default"}') == 1 else None
 
-            during = wait_until(in_flight, 60, "a move in flight in the metrics", interval=0.2)
+            try:
+                during = wait_until(in_flight, 60, "a move in flight in the metrics", interval=0.2)
+            except AssertionError as timed_out:
+                seen = {k: v for k, v in samples(scrape(port)).items() if k.startswith("kpo_")}
+                raise AssertionError(f"{timed_out}\nstatus of slow: {resources.status(KPR, 'slow')}\n"
+                                     f"kpo metrics: {seen}") from None
             # Broker 3 gains the replica, broker 1 drops it; broker 2 keeps its own.
             assert during['kpo_broker_moves_in_flight{broker="3",cluster="default"}'] == 1
             assert during['kpo_broker_moves_in_flight{broker="1",cluster="default"}'] == 1

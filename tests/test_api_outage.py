@@ -12,7 +12,7 @@ import pytest
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from kpo.k8s.outage import ApiOutage, RepeatedRequestErrors, is_outage, namespace_terminating
+from kpo.k8s.outage import ApiOutage, ApiUnavailableError, RepeatedRequestErrors, is_outage, namespace_terminating
 from kpo.resources.partition_reassignment.handlers import partitionreassignment_at_rest
 from kpo.resources.preferred_leader_election.handlers import preferredleaderelection_at_rest
 from kpo.resources.topic_partition_count.handlers import topicpartitioncount_at_rest
@@ -113,6 +113,39 @@ def test_a_tick_that_gets_through_ends_the_outage_and_the_next_starts_afresh(cap
     assert ran == [2, 3]
     assert [r.getMessage().split(" ")[3] for r in caplog.records] == ["(NewConnectionError:", "again",
                                                                       "(NewConnectionError:"]
+
+
+def test_a_release_in_an_outage_is_retried_not_dropped_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A deleted resource's release meets the outage: it must come back (Kopf keeps the finalizer and retries when
+    told), not end quietly as a skipped tick does; and it is the outage's one line, not a traceback."""
+    clock = Clock()
+    outage = ApiOutage(first_backoff=2, max_backoff=60, clock=clock)
+    released: list[float] = []
+    with caplog.at_level(logging.INFO, logger="kpo.k8s.outage"):
+        with pytest.raises(ApiUnavailableError) as first:
+            outage.call(_failing)
+        assert first.value.delay == 2 and isinstance(first.value.__cause__, urllib3.exceptions.MaxRetryError)
+        clock.now += 1
+        with pytest.raises(ApiUnavailableError) as early:  # before the next probe: not even tried
+            outage.call(_failing)
+        assert early.value.__cause__ is None and early.value.delay == 2  # never less than the first step
+        clock.now += 1
+        with pytest.raises(ApiUnavailableError) as again:  # the probe fails: the wait doubles
+            outage.call(_failing)
+        assert again.value.delay == 4
+        clock.now += 4
+
+        def release() -> str:
+            released.append(clock.now)
+            return "events"
+
+        assert outage.call(release) == "events"
+    assert released == [1006.0] and not outage.ongoing
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "unavailable" in lines[0] and "available again" in lines[1], lines
+    with pytest.raises(ApiException):  # not an outage: the release's own error, unchanged
+        outage.call(lambda: (_ for _ in ()).throw(ApiException(status=404, reason="Not Found")))
+    assert not outage.ongoing
 
 
 def _record(message: str, name: str = "kopf._cogs.clients.watching") -> logging.LogRecord:

@@ -18,11 +18,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: HTTP statuses that mean "the API server cannot answer now", not "this request is wrong".
 _UNAVAILABLE = frozenset({0, 429, 500, 502, 503, 504})
@@ -40,6 +42,14 @@ def is_outage(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__
     return False
+
+
+class ApiUnavailableError(Exception):
+    """Work that must be retried could not reach the Kubernetes API; try again in ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"Kubernetes API unavailable; trying again in {delay:.0f} s")
+        self.delay = delay
 
 
 class ApiOutage:
@@ -75,6 +85,26 @@ class ApiOutage:
             self.failed(exc)
         else:
             self.succeeded()
+
+    def call(self, action: Callable[[], T]) -> T:
+        """Run work that must not be skipped (letting go of a deleted resource's throttles): while the API is down
+        and no probe is due it does not run, and an outage error opens or extends the outage; either way
+        :class:`ApiUnavailableError` says when to try again, so the caller retries it rather than drops it."""
+        if self._skip():
+            raise ApiUnavailableError(self._until_probe())
+        try:
+            result = action()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.failed(exc)
+            raise ApiUnavailableError(self._until_probe()) from exc
+        self.succeeded()
+        return result
+
+    def _until_probe(self) -> float:
+        with self._lock:
+            return max(self._first_backoff, self._next_probe - self._clock())
 
     def _skip(self) -> bool:
         with self._lock:

@@ -44,7 +44,7 @@ from kpo.domain.clock import rfc3339, utcnow
 from kpo.domain.conditions import STALLED, Event
 from kpo.domain.model import KafkaRefusal
 from kpo.domain.problems import Problem
-from kpo.k8s.outage import namespace_terminating
+from kpo.k8s.outage import ApiUnavailableError, namespace_terminating
 from kpo.k8s.status import StaleStatus
 from kpo.kafka.admin import KafkaAdmin, KafkaRequestRefused, KafkaUnavailable
 from kpo.resources.outcomes import Outcome, RetryLater, invalid_outcome, not_authorized_outcome
@@ -365,13 +365,17 @@ def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: 
         except Exception as exc:  # e.g. its credentials' Secret is gone
             # Letting go may not need Kafka at all (deletionPolicy Orphan, nothing ever sent): only a call fails.
             kafka = cast(KafkaAdmin, _Unreachable(f"cannot connect to Kafka: {exc}"))
+        release = kind.release
         try:
-            events = kind.release(Tick(body=body, spec=parsed, kafka=kafka, context=context, now=utcnow(),
-                                       index=_index(kind, kwargs)))
+            events = context.api_outage.call(lambda: release(Tick(body=body, spec=parsed, kafka=kafka,
+                                                                  context=context, now=utcnow(),
+                                                                  index=_index(kind, kwargs))))
         except RetryLater as exc:
             if exc.lost_kafka:
                 context.forget_kafka(parsed.cluster_ref)
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
+        except ApiUnavailableError as exc:  # said once by the outage; Kopf keeps the finalizer and retries the release
+            raise kopf.TemporaryError(str(exc), delay=exc.delay) from None
     for event in events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
 
