@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -51,6 +50,7 @@ from kpo.domain.model import (
     refusal,
 )
 from kpo.domain.throttle import ConfigChange
+from kpo.kafka import tls_files
 from kpo.kafka.admin import KafkaAuthenticationFailed, KafkaRequestRefused, KafkaUnavailable
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class KafkaAdminAdapter:
         self._auth_errors: list[KafkaError] = []
         conf: dict[str, Any] = {**settings.confluent(), "error_cb": self._on_error}
         self._ck: AdminClient | None = AdminClient(conf, logger=quiet)
-        self._files = tempfile.TemporaryDirectory(prefix="kpo-kafka-")
+        self._files = tls_files.private_dir()
         self._kp: KafkaAdminClient | None = None
         self._lock = threading.RLock()
         self._login_checked = False
