@@ -154,9 +154,9 @@ unit: venv
 
 # The e2e suite mostly waits (on Kafka, the API server, throttled moves): E2E_WORKERS pytest-xdist workers, each on a
 # test bed of its own, share the machine's cores; whole modules go to a worker, the node's modules all to one
-# (e2e/conftest.py's scheduler). Default 0, one process (reusing `make testbed-up`'s bed): two workers were 31 min
-# against 45, but their load made a different test fail in each of two runs (docs/testing.md); E2E_WORKERS=2 to try.
-E2E_WORKERS ?= 0
+# (e2e/conftest.py's scheduler). Default 2: `make test` took 30 min with two workers against 43 with one process
+# (docs/testing.md). E2E_WORKERS=0 runs one process, reusing `make testbed-up`'s bed when one runs.
+E2E_WORKERS ?= 2
 E2E_ARGS = -q --durations=30 -n $(E2E_WORKERS) --dist loadscope
 
 .PHONY: e2e
