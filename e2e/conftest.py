@@ -58,9 +58,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """For ``-n N`` (``make test E2E_WORKERS=2``): a worker takes whole modules, so a module's fixtures (clusters of
-    its own) start once, and the node's modules together (``NODE_MODULES``). pytest-xdist's ``loadgroup`` would say
-    it with marks, but it renames node ids, which pytest 9 no longer lets it do."""
+    """For ``-n N`` (``make test``'s ``E2E_WORKERS``, 2 by default): a worker takes whole modules, so a module's
+    fixtures (clusters of its own) start once, and the node's modules together (``NODE_MODULES``). pytest-xdist's
+    ``loadgroup`` would say it with marks, but it renames node ids, which pytest 9 no longer lets it do."""
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 (only under pytest-xdist)
 
     class WholeModulesNodeTogether(LoadScopeScheduling):  # type: ignore[misc]
