@@ -6,7 +6,9 @@ its ``close()`` removes. A process that is killed (out of memory, SIGKILL, a fai
 and the chart's ``/tmp`` is an emptyDir, which outlives the container: every crash left a client key behind for as long
 as the pod lived, the keys of a rotated Secret too. So a directory's name says which process made it — its pid and
 the pid's start time, since a restarted container's operator is pid 1 again — and the first client a process makes
-removes the directories of processes that no longer run.
+removes the directories of processes that no longer run. A process tells only pids of its own PID namespace apart:
+operators that share one temporary directory across namespaces (not the chart's: each pod has its own emptyDir) need
+a ``TMPDIR`` each.
 """
 
 from __future__ import annotations
