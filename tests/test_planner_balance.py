@@ -331,6 +331,16 @@ def test_the_band_report_says_how_far_the_plan_is_from_the_bound_and_why_it_stop
     assert "a better plan may exist" in unproven
 
 
+def test_the_band_report_shows_a_small_gap_to_the_bound_with_the_decimals_it_takes() -> None:
+    from kpo.planning.spark.balance import Limit, Reach  # noqa: PLC0415
+    from kpo.planning.spark.quality import band_report  # noqa: PLC0415
+
+    cluster, loads = _four_brokers()  # the highest broker is at 1.300 x mean
+    close = Reach(lowest=Limit(0.9, "rack x can hold at most 0.900 x mean"), highest=Limit(1.29996, "rack y"))
+    _, note = band_report(loads, cluster, 0.05, close)
+    assert "the highest is at 1.30000 x mean where the bound allows 1.29996" in note
+
+
 def test_reach_the_brokers_holding_a_huge_partition_leave_the_others_less_than_the_mean() -> None:
     from kpo.planning.spark.balance import reach  # noqa: PLC0415
 

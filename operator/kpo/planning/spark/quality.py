@@ -89,12 +89,24 @@ def band_report(loads: tuple[BrokerLoad, ...], cluster: Cluster, tolerance: floa
     gaps = []
     if low < min(1 - tolerance, bound.lowest.value) - 1e-6:
         best = min(1 - tolerance, bound.lowest.value)
-        gaps.append(f"the lowest broker is at {low:.3f} x mean where the bound allows {best:.3f}")
+        at, allows = _apart(low, best)
+        gaps.append(f"the lowest broker is at {at} x mean where the bound allows {allows}")
     if high > max(1 + tolerance, bound.highest.value) + 1e-6:
         best = max(1 + tolerance, bound.highest.value)
-        gaps.append(f"the highest is at {high:.3f} x mean where the bound allows {best:.3f}")
+        at, allows = _apart(high, best)
+        gaps.append(f"the highest is at {at} x mean where the bound allows {allows}")
     why = f"; the planner stopped because {stopped}" if stopped else ""
     return False, f"{head}; a better plan may exist: {' and '.join(gaps)} ({_limits(bound)}){why}"
+
+
+def _apart(value: float, bound: float) -> tuple[str, str]:
+    """Both figures with as many decimals (3 to 6) as it takes for them to read differently: a gap of 0.0001 x mean
+    shown as "1.151 where the bound allows 1.151" reads as a contradiction."""
+    for places in range(3, 7):
+        shown = f"{value:.{places}f}", f"{bound:.{places}f}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 def _proof(bound: Reach, tolerance: float) -> str:
