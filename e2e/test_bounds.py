@@ -96,7 +96,8 @@ def test_the_most_entries_are_handled_with_bounded_message_status_and_bookkeepin
     apply = ["kubectl", "apply", "--server-side", "--field-manager=gitops", "-f", str(manifest)]
     done = subprocess.run(apply, env=testbed.env(), capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    status = resources.wait_phase(KPR, "most", {"Invalid", "Pending", "Executing", "Failed"}, timeout=180)
+    # Missing topics are waited for 30 s (Pending, WaitingForTopic) before the spec is Invalid.
+    status = resources.wait_phase(KPR, "most", {"Invalid", "Executing", "Failed"}, timeout=240)
     assert status["phase"] == "Invalid", status
     stalled = _conditions(status)["Stalled"]
     assert stalled["reason"] == "UnknownTopic"

@@ -290,9 +290,12 @@ def test_refusals_and_empty_selections_are_reported(kafka_admin: AdminClient, to
     create_topic(kafka_admin, topic_name, 2, replication_factor=1)
     resources.create(KPLE, "nothing", {"topicPattern": f"{topic_name}-nothing-.*"})
     resources.create(KPLE, "missing", {"topics": [topic_name, f"{topic_name}-missing"]})
+    # A missing topic is waited for (30 s, Pending / WaitingForTopic) before the spec is Invalid.
+    waiting = resources.wait_phase(KPLE, "missing", {"Pending", "Invalid"}, timeout=30)
+    assert waiting["phase"] == "Pending" and waiting.get("topicMissingSince"), waiting
     for name, reason, words in (("nothing", "NothingSelected", "matches no partition"),
                                 ("missing", "UnknownTopic", "does not exist")):
-        resources.wait_phase(KPLE, name, "Invalid", timeout=60)
+        resources.wait_phase(KPLE, name, "Invalid", timeout=90)
         stalled = resources.condition(KPLE, name, "Stalled")
         assert stalled is not None and stalled["status"] == "True" and stalled["reason"] == reason
         assert words in stalled["message"] and "nothing was sent to Kafka" in stalled["message"]

@@ -110,6 +110,7 @@ FULL_STATUS: dict[str, StatusModel] = {
                                                                    "ISR [2])")]),
         stalled_moves=[StalledMove(topic="orders", partition=1, brokers=[3], down=[3], copied_bytes=2**30,
                                    since=T0, cancelled=True, behind_bytes=2**20)],
+        topic_missing_since=T0,
     ),
     PREFERRED_LEADER_ELECTION.kind: PreferredLeaderElectionStatus(
         observed_generation=1,
@@ -120,6 +121,7 @@ FULL_STATUS: dict[str, StatusModel] = {
                              elected_partitions=["orders-0", "orders-1", "audit.x-2"]),
         runs=7,
         next_run_at=T0 + timedelta(minutes=15),
+        topic_missing_since=T0,
     ),
     TOPIC_PARTITION_COUNT.kind: TopicPartitionCountStatus(
         observed_generation=1,

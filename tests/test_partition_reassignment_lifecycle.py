@@ -10,6 +10,7 @@ from executor_support import ports as executor_ports
 from kafka_fake import FakeCluster
 from kpo.domain.model import Broker, ClusterView, KafkaRefusal, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.reassignment import Candidate, PartitionStatus, Target
+from kpo.domain.topic_wait import TOPIC_GRACE, WAITING_FOR_TOPIC
 from kpo.resources.outcomes import Inputs, condition
 from kpo.resources.partition_reassignment import reconciler
 from kpo.resources.partition_reassignment.lifecycle import (
@@ -89,6 +90,51 @@ def test_pending_to_invalid_for_a_missing_topic_and_partition() -> None:
     d = decide(intent({missing: (1,), TopicPartition(T, 5): (1,)}), Memory(), Observation(view({P0: (1,)})))
     assert d.phase is Phase.INVALID
     assert {p.reason for p in d.problems} == {"UnknownTopic", "UnknownPartition"}
+
+
+NOW = datetime(2026, 11, 29, 4, 0, tzinfo=UTC)
+NEW = TopicPartition("new-topic", 0)
+
+
+def test_pending_waits_for_a_topic_not_there_yet_and_says_so_once() -> None:
+    d = decide(intent({NEW: (1, 2)}), Memory(), Observation(view({P0: (1, 2)}), now=NOW))
+    assert (d.phase, d.reason) == (Phase.PENDING, WAITING_FOR_TOPIC)
+    assert d.topic_missing_since == NOW and "'new-topic' does not exist" in d.message and "30 s" in d.message
+    assert not d.submit and not d.save_originals and not d.cancel
+    assert [(e.type, e.reason) for e in d.events] == [("Normal", WAITING_FOR_TOPIC)]
+    assert {c.type: c.status for c in d.conditions} == {"Ready": False, "Progressing": True, "Stalled": False}
+    memory = Memory(observed_generation=1, topic_missing_since=NOW)
+    later = decide(intent({NEW: (1, 2)}), memory, Observation(view({P0: (1, 2)}), now=NOW + TOPIC_GRACE / 2))
+    assert (later.phase, later.topic_missing_since, later.events) == (Phase.PENDING, NOW, ())
+
+
+def test_pending_goes_on_when_the_topic_it_waited_for_appears() -> None:
+    appeared = replace(view({NEW: (1, 2)}), topics=frozenset({"new-topic"}), min_insync={"new-topic": 1})
+    memory = Memory(observed_generation=1, topic_missing_since=NOW)
+    d = decide(intent({NEW: (3, 2)}), memory, Observation(appeared, now=NOW + TOPIC_GRACE / 2))
+    assert d.phase is Phase.EXECUTING and d.topic_missing_since is None
+    assert d.submit == {NEW: (3, 2)}
+
+
+def test_pending_to_invalid_for_a_topic_still_missing_after_the_grace() -> None:
+    memory = Memory(observed_generation=1, topic_missing_since=NOW)
+    d = decide(intent({NEW: (1, 2)}), memory, Observation(view({P0: (1, 2)}), now=NOW + TOPIC_GRACE))
+    assert (d.phase, d.reason) == (Phase.INVALID, "UnknownTopic") and d.topic_missing_since is None
+    assert not d.submit and d.events[-1].type == "Warning"
+
+
+def test_a_missing_topic_beside_a_problem_that_waiting_cannot_clear_is_invalid_at_once() -> None:
+    d = decide(intent({NEW: (1, 2), P0: (1, 9)}), Memory(), Observation(view({P0: (1, 2)}), now=NOW))
+    assert d.phase is Phase.INVALID
+    assert {p.reason for p in d.problems} == {"UnknownTopic", "UnknownBroker"}
+
+
+def test_a_spec_change_starts_the_wait_for_a_missing_topic_again() -> None:
+    memory = Memory(phase=Phase.INVALID, observed_generation=1, topic_missing_since=NOW - 10 * TOPIC_GRACE)
+    d = decide(intent({NEW: (1, 2)}, generation=2), memory, Observation(view({P0: (1, 2)}), now=NOW))
+    assert (d.phase, d.topic_missing_since) == (Phase.PENDING, NOW)
+    assert [(e.type, e.reason) for e in d.events] == [("Normal", WAITING_FOR_TOPIC)]
+    assert d.events[0].message.startswith("Invalid -> Pending")
 
 
 def test_pending_to_invalid_below_min_insync_replicas() -> None:

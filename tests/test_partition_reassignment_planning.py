@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from kpo.domain.model import Broker, ClusterView, DirCapacity, OngoingReassignment, PartitionState, TopicPartition
 from kpo.domain.plan_contract import Goal, LogDirRef, PlanMetrics, PlanRequest
 from kpo.domain.proposal import Proposal, threshold_unreached
+from kpo.domain.topic_wait import TOPIC_GRACE, WAITING_FOR_TOPIC
 from kpo.resources.partition_reassignment.lifecycle import Phase
 from kpo.resources.partition_reassignment.plan_lifecycle import (
     Job,
@@ -61,6 +63,33 @@ def test_pending_to_invalid_for_unknown_topics_and_offline_brokers_to_add() -> N
     d = decide_planning(Phase.PENDING, intent(request=add), Job(JobStatus.NONE), None, view())
     assert d.phase is Phase.INVALID
     assert {p.reason for p in d.problems} >= {"UnknownTopic", "UnknownBroker", "NothingSelected"}
+
+
+def test_pending_waits_for_a_planned_topic_not_there_yet_then_plans_or_is_invalid() -> None:
+    now = datetime(2026, 11, 29, 4, 0, tzinfo=UTC)
+    fresh = PlanRequest(goal=Goal.REBALANCE, topics=("fresh",))
+    d = decide_planning(Phase.PENDING, intent(request=fresh), Job(JobStatus.NONE), None, view(), now=now)
+    assert (d.phase, d.reason, d.topic_missing_since) == (Phase.PENDING, WAITING_FOR_TOPIC, now)
+    assert not d.start_job and [(e.type, e.reason) for e in d.events] == [("Normal", WAITING_FOR_TOPIC)]
+    assert "'fresh'" in d.message and "30 s" in d.message
+    within = decide_planning(Phase.PENDING, intent(request=fresh), Job(JobStatus.NONE), None, view(),
+                             now=now + TOPIC_GRACE / 2, missing_since=now)
+    assert (within.phase, within.topic_missing_since, within.events) == (Phase.PENDING, now, ())
+    late = decide_planning(Phase.PENDING, intent(request=fresh), Job(JobStatus.NONE), None, view(),
+                           now=now + TOPIC_GRACE, missing_since=now)
+    assert (late.phase, late.reason, late.topic_missing_since) == (Phase.INVALID, "UnknownTopic", None)
+    assert late.events[-1].type == "Warning"
+    present = PlanRequest(goal=Goal.REBALANCE, topics=("orders",))
+    found = decide_planning(Phase.PENDING, intent(request=present), Job(JobStatus.NONE), None, view(),
+                            now=now + TOPIC_GRACE / 2, missing_since=now)
+    assert found.phase is Phase.PLANNING and found.start_job and found.topic_missing_since is None
+
+
+def test_a_planned_topic_missing_beside_a_lasting_problem_is_invalid_at_once() -> None:
+    add = PlanRequest(goal=Goal.ADD_BROKERS, brokers=(4,), topics=("nope",))
+    d = decide_planning(Phase.PENDING, intent(request=add), Job(JobStatus.NONE), None, view(),
+                        now=datetime(2026, 11, 29, 4, 0, tzinfo=UTC))
+    assert d.phase is Phase.INVALID and "UnknownBroker" in {p.reason for p in d.problems}
 
 
 def test_pending_to_invalid_for_a_broker_to_demote_that_is_neither_live_nor_a_replica() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from kpo.domain.access import NOT_AUTHORIZED
 from kpo.domain.model import ClusterView, KafkaRefusal, PartitionState, TopicPartition
+from kpo.domain.topic_wait import TOPIC_GRACE, WAITING_FOR_TOPIC
 from kpo.resources.preferred_leader_election.lifecycle import (
     ELECTED,
     KAFKA_UNAVAILABLE,
@@ -146,12 +147,39 @@ def test_pending_to_electing_unclean_for_explicit_partitions() -> None:
     assert d.election == Election((A1,), unclean=True)
 
 
+def test_pending_waits_for_a_topic_not_there_yet_and_says_so_once() -> None:
+    named = intent(Selection(SelectionKind.TOPICS, topics=("orders", "nope")))
+    d = decide(named, Memory(), observe())
+    assert (d.phase, d.reason, d.topic_missing_since) == (Phase.PENDING, WAITING_FOR_TOPIC, NOW)
+    assert d.election is None and "'nope' does not exist" in d.message and "30 s" in d.message
+    assert conditions(d) == {"Ready": False, "Progressing": True, "Stalled": False}
+    assert [(e.type, e.reason) for e in d.events] == [("Normal", WAITING_FOR_TOPIC)]
+    waited = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=NOW)
+    later = decide(named, waited, observe(now=NOW + TOPIC_GRACE / 2))
+    assert (later.phase, later.topic_missing_since, later.events) == (Phase.PENDING, NOW, ())
+
+
+def test_pending_goes_on_when_the_topic_it_waited_for_appears() -> None:
+    waited = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=NOW)
+    d = decide(intent(Selection(SelectionKind.TOPICS, topics=("billing-eu",))), waited,
+               observe(now=NOW + TOPIC_GRACE / 2))
+    assert d.phase is Phase.ELECTING and d.topic_missing_since is None
+    assert d.election is not None and d.election.partitions == (B0,)
+
+
 def test_pending_to_invalid_for_an_unknown_topic_sends_nothing() -> None:
-    d = decide(intent(Selection(SelectionKind.TOPICS, topics=("orders", "nope"))), Memory(), observe())
-    assert d.phase is Phase.INVALID and d.election is None
+    waited = Memory(observed_generation=1, reason=WAITING_FOR_TOPIC, topic_missing_since=NOW - TOPIC_GRACE)
+    d = decide(intent(Selection(SelectionKind.TOPICS, topics=("orders", "nope"))), waited, observe())
+    assert d.phase is Phase.INVALID and d.election is None and d.topic_missing_since is None
     assert d.reason == "UnknownTopic" and "spec.topics[1]" in d.message and "nothing was sent" in d.message
     assert conditions(d) == {"Ready": False, "Progressing": False, "Stalled": True}
     assert d.events[-1].type == "Warning" and d.events[-1].message.startswith("Pending -> Invalid")
+
+
+def test_an_unknown_topic_beside_an_unknown_partition_is_invalid_at_once() -> None:
+    selection = Selection(SelectionKind.PARTITIONS, partitions=(TopicPartition("nope", 0), TopicPartition("orders", 7)))
+    d = decide(intent(selection), Memory(), observe())
+    assert d.phase is Phase.INVALID and {p.reason for p in d.problems} == {"UnknownTopic", "UnknownPartition"}
 
 
 def test_pending_to_invalid_for_an_unknown_partition() -> None:

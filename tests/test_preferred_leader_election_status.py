@@ -166,13 +166,19 @@ def test_a_named_topic_the_principal_may_not_describe_is_a_refusal_not_an_unknow
     assert "elect_leaders" not in cluster.calls, "nothing is elected"
 
 
-def test_a_named_topic_missing_from_metadata_and_from_describe_is_unknown() -> None:
+def test_a_named_topic_missing_from_metadata_and_from_describe_is_waited_for_then_unknown() -> None:
     cluster = HidingCluster(displaced("orders", 2, off={0}), hidden=())
-    outcome = tick(cluster, {"topics": ["orders", "gone"]})
+    waiting = tick(cluster, {"topics": ["orders", "gone"]})
+    assert waiting is not None and waiting.status["phase"] == "Pending"
+    assert waiting.status["topicMissingSince"] == "2025-01-01T12:00:00Z"
+    assert [e.reason for e in waiting.events] == ["WaitingForTopic"]
+    assert cluster.calls == ["topic_names", "describe_topics", "describe_topics"], "'gone' asked for by name once"
+    outcome = tick(cluster, {"topics": ["orders", "gone"]}, waiting.status, now=NOW + timedelta(seconds=30))
     assert outcome is not None and outcome.status["phase"] == "Invalid"
+    assert outcome.status["topicMissingSince"] is None, "removed (merge patch)"
     ready = valid(outcome.status).condition("Ready")
     assert ready is not None and ready.reason == "UnknownTopic" and "'gone' does not exist" in ready.message
-    assert cluster.calls == ["topic_names", "describe_topics", "describe_topics"], "'gone' asked for by name once"
+    assert "elect_leaders" not in cluster.calls
 
 
 def test_a_pattern_asks_kafka_for_no_topic_by_name() -> None:

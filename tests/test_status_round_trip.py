@@ -60,6 +60,22 @@ def test_a_reassignment_remembers_its_moves_and_refusals_through_its_status() ->
     assert written["progress"]["startedAt"] == "2026-03-01T09:30:00Z" and written["progress"]["total"] == 3
 
 
+def test_a_reassignment_waiting_for_its_topic_remembers_since_when_and_forgets_it_when_it_appears() -> None:
+    intent, _, view = executing()
+    waiting = pr.Intent(generation=4, targets={TopicPartition("new-topic", 0): Target((1, 2))})
+    decision = pr.decide(waiting, pr.Memory(), pr.Observation(view, now=NOW))
+    written = pr_status.status_of({}, waiting, decision, view, recorded_originals={}, owned={}, failures={},
+                                  rollback_name=None, now=NOW)
+    assert read_back(PartitionReassignmentStatus, written) == written
+    assert written["topicMissingSince"] == "2026-03-01T09:30:00Z"
+    memory = pr_status.memory_of(written, {})
+    assert (memory.phase, memory.topic_missing_since) == (pr.Phase.PENDING, NOW)
+    _, going_on, _ = executing()
+    cleared = pr_status.status_of(written, intent, going_on, view, recorded_originals={}, owned={}, failures={},
+                                  rollback_name=None, now=NOW)
+    assert cleared["topicMissingSince"] is None, "a JSON merge patch's null removes the field"
+
+
 def test_the_start_time_survives_the_ticks_that_follow() -> None:
     intent, decision, view = executing()
     first = pr_status.status_of({}, intent, decision, view, recorded_originals={}, owned={P0: (2, 3, 4)},

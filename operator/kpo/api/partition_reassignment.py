@@ -940,3 +940,6 @@ class PartitionReassignmentStatus(StatusBase):
         description="Moves in flight with no progress for execution.stallAfterSeconds (no byte copied, or no "
         "closer to their largest replica; the first 100).",
     )
+    topic_missing_since: AwareDatetime | None = Field(
+        default=None, description="When kpo first found a topic of the spec missing for this generation. It waits "
+        "a short grace period for a topic applied together with this resource before declaring the spec Invalid.")

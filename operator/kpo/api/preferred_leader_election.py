@@ -219,3 +219,6 @@ class PreferredLeaderElectionStatus(StatusBase):
     last_run: ElectionRun | None = Field(default=None, description="Outcome of the most recent run.")
     runs: int = Field(default=0, ge=0, description="Runs completed so far.")
     next_run_at: AwareDatetime | None = Field(default=None, description="When the next scheduled run starts.")
+    topic_missing_since: AwareDatetime | None = Field(
+        default=None, description="When kpo first found a topic the spec names missing for this generation. It waits "
+        "a short grace period for a topic applied together with this resource before declaring the spec Invalid.")

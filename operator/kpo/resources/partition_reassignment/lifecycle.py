@@ -34,7 +34,9 @@ Phases, and what each transitions to:
   problem, such as an unknown broker, an internal topic without ``allowInternalTopics`` or fewer replicas than the
   partition has without ``allowReplicationFactorDecrease``: nothing is sent to Kafka), stays *Pending* (a partition
   is claimed by an older live PartitionReassignment, or is moving because someone else started it: kpo waits and
-  says who holds it), *Stopped* (``spec.stop`` before anything started), *Succeeded* (every partition already has
+  says who holds it; or the only problem is a topic that does not exist yet, waited for up to
+  :data:`kpo.domain.topic_wait.TOPIC_GRACE` from the first look that missed it, reason *WaitingForTopic*, one
+  Event, then *Invalid*), *Stopped* (``spec.stop`` before anything started), *Succeeded* (every partition already has
   its target: nothing to send), or *Executing* (original replicas saved to the rollback ConfigMap first, then the
   first moves submitted), or *Paused* (``spec.execution.paused``: validated, nothing started).
 - **Executing** — each tick cancels moves of partitions dropped from the spec (KIP-455), re-targets moves whose
@@ -118,6 +120,7 @@ from kpo.domain.stall import (
     lag_bytes,
     stalled,
 )
+from kpo.domain.topic_wait import WAITING_FOR_TOPIC, waiting_message, waiting_since
 
 # The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
 Phase = ReassignmentPhase
@@ -194,6 +197,8 @@ class Memory:
     # or cancelled for it: status.stalledMoves).
     watches: dict[TopicPartition, Watch] = field(default_factory=dict)
     stalled: Mapping[TopicPartition, Stall] = field(default_factory=dict)
+    # When this generation's Pending first found a topic of the spec missing (status.topicMissingSince).
+    topic_missing_since: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,8 @@ class Decision:
     give_up: Mapping[TopicPartition, KafkaRefusal] = field(default_factory=dict)
     # Partitions found unable to reach their target log dir this step (offline on its broker): failures to record.
     dir_failures: Mapping[TopicPartition, KafkaRefusal] = field(default_factory=dict)
+    # Set while Pending waits for a missing topic (:mod:`kpo.domain.topic_wait`): when it was first missed.
+    topic_missing_since: dt.datetime | None = None
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
@@ -311,6 +318,15 @@ def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit
         return Decision(Phase.PENDING, SETTLING, summarize(problems))
     if problems:
         problems = _judged(problems)
+        missing_since = memory.topic_missing_since if intent.generation == memory.observed_generation else None
+        since = waiting_since(problems, missing_since, observed.now)
+        if since is not None:
+            message = waiting_message(problems)
+            # One Event when the wait starts: a phase change (a spec change from a terminal phase) makes its own.
+            first = () if missing_since or memory.phase is not Phase.PENDING else (
+                Event("Normal", WAITING_FOR_TOPIC, message),)
+            return Decision(Phase.PENDING, WAITING_FOR_TOPIC, message, problems=tuple(problems), events=first,
+                            topic_missing_since=since)
         return Decision(Phase.INVALID, problems[0].reason, summarize(problems),
                         problems=tuple(problems))
     if intent.stop:

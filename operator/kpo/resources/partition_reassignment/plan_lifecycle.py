@@ -20,7 +20,9 @@ carrying out a stale plan. After that the plan's targets run exactly like explic
   ``allowInternalTopics``, a replication factor below the current one without ``allowReplicationFactorDecrease``,
   every live broker demoted or in ``excludeLeaders``, RelieveCapacity on brokers that report no dir capacity,
   RebalanceDisks naming a broker with one dir),
-  *Stopped* (``spec.stop``), or *Planning* (the job is started).
+  *Stopped* (``spec.stop``), or *Planning* (the job is started); stays *Pending* while the only problem is a topic of
+  ``spec.plan.topics`` that does not exist yet (reason *WaitingForTopic*, :mod:`kpo.domain.topic_wait`: up to its
+  grace from the first miss, one Event; then *Invalid*).
 - **Planning** stays while the job runs (and starts it again if the operator restarted and lost it, or if the last
   start did not take: ``PlanningJobNotStarted``, with what the API server said); transitions to
   *Failed* (the job failed: its own message; or RelieveCapacity's threshold is unreachable and nothing would move:
@@ -40,6 +42,7 @@ snapshot the job sees, whatever ``topicPattern`` matches, and a proposal that na
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -54,10 +57,11 @@ from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.problems import Problem
 from kpo.domain.proposal import Proposal, threshold_unreached
 from kpo.domain.reassignment import current_replicas
+from kpo.domain.topic_wait import WAITING_FOR_TOPIC, waiting_message, waiting_since
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Phase
 
 PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
-    Phase.PENDING: frozenset({Phase.INVALID, Phase.STOPPED, Phase.PLANNING}),
+    Phase.PENDING: frozenset({Phase.PENDING, Phase.INVALID, Phase.STOPPED, Phase.PLANNING}),
     Phase.PLANNING: frozenset({Phase.PLANNING, Phase.FAILED, Phase.SUCCEEDED, Phase.PROPOSED, Phase.STOPPED,
                                Phase.INVALID}),
     Phase.PROPOSED: frozenset({Phase.PROPOSED, Phase.EXECUTING, Phase.PLANNING, Phase.STOPPED, Phase.INVALID}),
@@ -94,6 +98,8 @@ class PlanningDecision:
     events: tuple[Event, ...] = field(default=())
     # Proposed, and only an approval (spec.approval.proposalId) moves it on: the Stalled condition says so.
     awaiting_approval: bool = False
+    # Set while Pending waits for a topic of spec.plan.topics (:mod:`kpo.domain.topic_wait`): when it was first missed.
+    topic_missing_since: dt.datetime | None = None
 
 
 class Step(StrEnum):
@@ -337,10 +343,12 @@ def _approved(intent: PlanIntent, proposal: Proposal) -> bool:
 
 
 def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
-                    view: ClusterView, *, previous_reason: str = "") -> PlanningDecision:
+                    view: ClusterView, *, previous_reason: str = "", now: dt.datetime | None = None,
+                    missing_since: dt.datetime | None = None) -> PlanningDecision:
     """``previous_reason`` is the reason the status shows now: a start that keeps failing is said by one Event when it
-    first fails, not by one per tick."""
-    decision = _decide(phase, intent, job, proposal, view)
+    first fails, not by one per tick. ``missing_since``: when this generation's Pending first missed a topic of
+    ``spec.plan.topics``; ``now`` ``None`` judges a missing topic at once."""
+    decision = _decide(phase, intent, job, proposal, view, now=now, missing_since=missing_since)
     assert decision.phase in PLANNING_TRANSITIONS[phase], f"illegal {phase.value} -> {decision.phase.value}"
     if decision.phase is not phase or (decision.reason == PLANNING_JOB_NOT_STARTED
                                        and previous_reason != PLANNING_JOB_NOT_STARTED):
@@ -352,12 +360,18 @@ def decide_planning(phase: Phase, intent: PlanIntent, job: Job, proposal: Propos
 
 
 def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | None,
-            view: ClusterView) -> PlanningDecision:
+            view: ClusterView, *, now: dt.datetime | None, missing_since: dt.datetime | None
+            ) -> PlanningDecision:
     if intent.stop:
         return PlanningDecision(Phase.STOPPED, "Stopped", "spec.stop is set; nothing was moved")
     if phase is Phase.PENDING:
         problems = validate_request(intent.request, view, allow_internal=intent.allow_internal_topics,
                                     allow_rf_decrease=intent.allow_replication_factor_decrease)
+        if (since := waiting_since(problems, missing_since, now)) is not None:
+            message = waiting_message(problems)
+            first = () if missing_since else (Event("Normal", WAITING_FOR_TOPIC, message),)
+            return PlanningDecision(Phase.PENDING, WAITING_FOR_TOPIC, message, problems=tuple(problems),
+                                    events=first, topic_missing_since=since)
         if problems:
             return _invalid(problems)
         return PlanningDecision(Phase.PLANNING, "Planning", f"planning {intent.request.goal.value}",

@@ -41,6 +41,7 @@ from kpo.resources.partition_reassignment.plan_lifecycle import (
 )
 from kpo.resources.partition_reassignment.status import (
     condition_of,
+    parse,
     planning_status,
     proposal_status,
     summary_status,
@@ -136,8 +137,11 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
         snap = snapshot(kafka, intent.request, allow_internal=intent.allow_internal_topics) \
             if needs_cluster(phase, intent, job, current) else _UNREAD
         shown = condition_of(status, cond.PROGRESSING)
+        before = parse(status)
         decision = decide_planning(phase, intent, job, current, snap.view,
-                                   previous_reason=shown.reason if shown is not None else "")
+                                   previous_reason=shown.reason if shown is not None else "", now=now,
+                                   missing_since=before.topic_missing_since
+                                   if before.observed_generation == intent.generation else None)
         if decision.start_job:
             assert snap is not _UNREAD, "a job starts only from a snapshot"
             jobs.start(body, intent.request, snap.brokers, snap.partitions)
@@ -154,13 +158,13 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
         proposed, summary = proposal_status(job.proposal, job.metrics, name, now, estimate), summary_status(job.metrics)
     new_status = planning_status(status, phase=decision.phase, generation=intent.generation,
                                  conditions=_conditions(decision), now=now,
-                                 proposal=proposed, summary=summary)
+                                 proposal=proposed, summary=summary, topic_missing_since=decision.topic_missing_since)
     return Outcome(status=new_status, events=events, decision=decision)
 
 
 def _conditions(decision: PlanningDecision) -> list[cond.ConditionUpdate]:
     return cond.kstatus(ready=decision.phase is Phase.SUCCEEDED,
-                        progressing=decision.phase in (Phase.PLANNING, Phase.EXECUTING),
+                        progressing=decision.phase in (Phase.PENDING, Phase.PLANNING, Phase.EXECUTING),
                         stalled=decision.phase in (Phase.FAILED, Phase.INVALID) or decision.awaiting_approval,
                         # A reason more telling than Proposed (ThresholdUnreachable) stays, its message says to approve.
                         reason="AwaitingApproval" if decision.awaiting_approval and decision.reason == "Proposed"

@@ -84,7 +84,8 @@ def memory_of(status: Mapping[str, Any], originals: Mapping[TopicPartition, Repl
                  for m in typed.in_flight if m.progress_at is not None},
         stalled={TopicPartition(s.topic, s.partition): Stall(tuple(s.brokers), tuple(s.down), s.copied_bytes,
                                                              s.since, s.cancelled, s.behind_bytes)
-                 for s in typed.stalled_moves if s.since is not None})
+                 for s in typed.stalled_moves if s.since is not None},
+        topic_missing_since=typed.topic_missing_since)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
                     for tp, reason in sorted(decision.skipped.items())[:REPORTED_PARTITIONS]],
         "stalled_moves": [_stalled_move(tp, stall) for tp, stall
                           in sorted(_stalled(decision.stalled, failures).items())[:REPORTED_PARTITIONS]],
-    }
+    } | _topic_missing_since(previous, decision.topic_missing_since)
     if rollback_name:
         fields["rollback_config_map"] = rollback_name
     if decision.classification is not None and decision.targets:
@@ -191,6 +192,11 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
     if cordon is not None:
         fields["cordon"] = _cordon(cordon)
     return dump(PartitionReassignmentStatus(**fields))
+
+
+def _topic_missing_since(previous: Mapping[str, Any], since: dt.datetime | None) -> dict[str, Any]:
+    """``topicMissingSince`` while set, and its removal (null) on the tick that ends the wait: untouched otherwise."""
+    return {"topic_missing_since": since} if since is not None or previous.get("topicMissingSince") else {}
 
 
 def _progress_fields(before: PartitionReassignmentStatus, decision: Decision, classification: Classification,
@@ -369,12 +375,15 @@ def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, n
 
 def planning_status(previous: Mapping[str, Any], *, phase: Phase, generation: int,
                     conditions: Sequence[cond.ConditionUpdate], now: dt.datetime,
-                    proposal: ProposalStatus | None = None, summary: PlanSummary | None = None) -> dict[str, Any]:
+                    proposal: ProposalStatus | None = None, summary: PlanSummary | None = None,
+                    topic_missing_since: dt.datetime | None = None) -> dict[str, Any]:
     """The status a planning tick writes: phase and conditions; with a new proposal, the proposal, its summary, and
-    no ``duration`` (an earlier run's estimate against its time says nothing of this proposal; None removes it)."""
+    no ``duration`` (an earlier run's estimate against its time says nothing of this proposal; None removes it);
+    ``topicMissingSince`` while Pending waits for a topic (else removed)."""
     fields: dict[str, Any] = {
         "phase": phase.value, "observed_generation": generation,
         "conditions": cond.merge(previous.get("conditions") or [], conditions, generation, now)}
+    fields |= _topic_missing_since(previous, topic_missing_since)
     if proposal is not None:
         fields |= {"proposal": proposal, "summary": summary}
         if parse(previous).duration is not None:

@@ -29,7 +29,9 @@ Phases, and what each transitions to:
   to *Invalid* (a named topic or partition does not exist, ``after`` names no PartitionReassignment, or a one-off
   selection matches nothing: nothing is sent to Kafka), *Waiting* (``after`` has not Succeeded yet), *Scheduled* (a
   scheduled selection that matches nothing right now) or *Electing* (the run is due), and from *Electing*, within the
-  same tick, to whatever the run ends in.
+  same tick, to whatever the run ends in. Stays *Pending* while the only problem is a named topic that does not
+  exist yet (reason *WaitingForTopic*, :mod:`kpo.domain.topic_wait`: up to its grace from the first miss, one Event;
+  then *Invalid*).
 - **Waiting** — ``after`` names a PartitionReassignment that has not Succeeded for its current spec: moves change the
   preferred replicas, and electing before they finish would elect the old ones. Re-checked on every tick.
   Transitions to *Electing* once it has Succeeded, to *Invalid* when it is deleted. A reassignment that ended Failed,
@@ -87,6 +89,7 @@ from kpo.domain.clock import rfc3339
 from kpo.domain.conditions import ConditionUpdate, Event, check_transition, transition_event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
 from kpo.domain.problems import Problem, summarize
+from kpo.domain.topic_wait import WAITING_FOR_TOPIC, waiting_message, waiting_since
 
 Phase = ElectionPhase
 
@@ -101,7 +104,7 @@ class Need(StrEnum):
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID})
 
 TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
-    Phase.PENDING: frozenset({Phase.INVALID, Phase.WAITING, Phase.SCHEDULED, Phase.ELECTING}),
+    Phase.PENDING: frozenset({Phase.PENDING, Phase.INVALID, Phase.WAITING, Phase.SCHEDULED, Phase.ELECTING}),
     Phase.WAITING: frozenset({Phase.WAITING, Phase.ELECTING, Phase.INVALID, Phase.SCHEDULED}),
     Phase.ELECTING: frozenset({Phase.ELECTING, Phase.SUCCEEDED, Phase.FAILED, Phase.SCHEDULED, Phase.INVALID,
                                Phase.WAITING}),
@@ -202,6 +205,8 @@ class Memory:
     reason: str = ""
     runs: int = 0
     next_run_at: datetime | None = None
+    # When this generation's Pending first found a topic of the spec missing (status.topicMissingSince).
+    topic_missing_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -282,6 +287,8 @@ class Decision:
     idle: bool = False
     # Observe these and decide again: the PartitionReassignment named in ``after``, then (a run is due) the cluster.
     needs: frozenset[Need] = frozenset()
+    # Set while Pending waits for a missing topic (:mod:`kpo.domain.topic_wait`): when it was first missed.
+    topic_missing_since: datetime | None = None
 
     @property
     def conditions(self) -> list[ConditionUpdate]:
@@ -308,6 +315,8 @@ def decide(intent: Intent, memory: Memory, observed: Observation) -> Decision:
         if observed.cluster is None:
             return _with(idle, idle=False, needs=frozenset({Need.CLUSTER}))
         decision = _select(intent, observed.cluster, observed.now)
+        if phase is Phase.PENDING:
+            decision = _waiting_for_topics(decision, None if fresh else memory.topic_missing_since, observed.now)
     decision = _with(decision, runs=memory.runs, next_run_at=decision.next_run_at or keep_next)
     _check(phase, decision.phase)
     if decision.phase is not Phase.ELECTING and (decision.phase, decision.reason) != (memory.phase, memory.reason):
@@ -458,6 +467,17 @@ def _select(intent: Intent, view: ClusterView, now: datetime) -> Decision:
     return Decision(Phase.ELECTING, "Electing", f"{kind} election for {len(selected)} partition(s){left_out}",
                     election=Election(None if everything else tuple(selected), unclean=intent.unclean),
                     selected=tuple(selected), excluded=len(excluded))
+
+
+def _waiting_for_topics(decision: Decision, missing_since: datetime | None, now: datetime) -> Decision:
+    """A new spec refused only for topics that do not exist yet waits for them (:mod:`kpo.domain.topic_wait`)."""
+    if decision.phase is not Phase.INVALID:
+        return decision
+    since = waiting_since(decision.problems, missing_since, now)
+    if since is None:
+        return decision
+    return Decision(Phase.PENDING, WAITING_FOR_TOPIC, waiting_message(decision.problems), problems=decision.problems,
+                    topic_missing_since=since)
 
 
 def _preferred(view: ClusterView, tp: TopicPartition) -> int | None:

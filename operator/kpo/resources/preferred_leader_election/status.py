@@ -28,7 +28,8 @@ def memory_of(status: Mapping[str, Any]) -> Memory:
     typed = parse(status)
     ready = typed.condition(cond.READY)
     return Memory(phase=Phase(typed.phase or Phase.PENDING), observed_generation=typed.observed_generation or 0,
-                  reason=ready.reason if ready is not None else "", runs=typed.runs, next_run_at=typed.next_run_at)
+                  reason=ready.reason if ready is not None else "", runs=typed.runs, next_run_at=typed.next_run_at,
+                  topic_missing_since=typed.topic_missing_since)
 
 
 def run_of(run: Run) -> ElectionRun:
@@ -57,4 +58,6 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, n
     }
     if decision.run is not None:
         fields["last_run"] = run_of(decision.run)
+    if decision.topic_missing_since is not None or previous.get("topicMissingSince"):
+        fields["topic_missing_since"] = decision.topic_missing_since
     return PreferredLeaderElectionStatus(**fields).model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -69,13 +69,10 @@ from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
 from kpo.domain.problems import Problem, summarize
+from kpo.domain.topic_wait import TOPIC_GRACE, UNKNOWN_TOPIC, WAITING_FOR_TOPIC
 
 #: Caps on status.keyRemap.sources (see the module text).
 SOURCES_CAP = 64
-
-#: How long a missing topic is waited for before the spec is declared Invalid (see the module text).
-TOPIC_GRACE = dt.timedelta(seconds=30)
-
 
 Phase = PartitionCountPhase
 
@@ -90,8 +87,6 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.INVALID: frozenset({Phase.INVALID, Phase.PENDING}),
 }
 
-UNKNOWN_TOPIC = "UnknownTopic"
-WAITING_FOR_TOPIC = "WaitingForTopic"
 PARTITION_DECREASE = "PartitionDecrease"
 KEY_ORDERING_GUARD = "KeyOrderingGuard"
 KAFKA_REFUSED = "KafkaRefused"
