@@ -63,3 +63,9 @@ def test_the_fallback_keeps_phase_generation_and_clipped_conditions_and_says_why
     assert stalled["type"] == "Stalled" and stalled["reason"] == STATUS_REFUSED and stalled["status"] == "True"
     assert "the status fails the CRD schema" in stalled["message"]
     assert _refused(body(), fallback) is None
+
+
+def test_the_fallback_keeps_when_a_missing_topic_was_first_seen_so_the_wait_for_it_ends() -> None:
+    status = {"phase": "Pending", "observedGeneration": 3, "topicMissingSince": NOW,
+              "conditions": [condition("Ready", "x" * 40_000)]}
+    assert _fallback(status, "too big")["topicMissingSince"] == NOW

@@ -62,3 +62,22 @@ def test_a_write_that_meets_an_outage_posts_nothing_and_is_said_once(posted: lis
 def test_nothing_is_written_for_no_outcome(posted: list[str]) -> None:
     shell.post_outcome(PARTITION_REASSIGNMENT, BODY, lambda _status: pytest.fail("no write expected"), None)  # type: ignore[arg-type]
     assert posted == []
+
+
+def test_a_refused_status_is_said_once_while_the_status_shows_the_refusal(posted: list[str],
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # A Pending resource waiting for its topic ticks on: its too-large status must not say StatusRefused every tick.
+    too_big = {"phase": "Pending", "observedGeneration": 1, "topicMissingSince": "2026-11-29T04:00:00Z",
+               "conditions": [{"type": "Ready", "status": "False", "reason": "WaitingForTopic", "message": "x" * 40_000,
+                               "lastTransitionTime": "2026-11-29T04:00:00Z"}]}
+    written: list[dict[str, Any]] = []
+    body = dict(BODY)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            shell.post_outcome(PARTITION_REASSIGNMENT, body, lambda status: written.append(dict(status)) is None,  # type: ignore[arg-type]
+                               Outcome(status=too_big, events=[]))
+            body = {**BODY, "status": written[-1]}
+    assert posted == ["StatusRefused"]
+    assert sum("StatusRefused" in str(w["conditions"]) for w in written) == 3, "the condition stays on every write"
+    assert all(w["topicMissingSince"] == "2026-11-29T04:00:00Z" for w in written)
+    assert sum("status" in r.getMessage() for r in caplog.records) == 1

@@ -162,8 +162,9 @@ def status_refusal(kind: ResourceKind, body: Mapping[str, Any], status: Mapping[
 
 
 def fallback_status(status: Mapping[str, Any], refusal: str) -> dict[str, Any]:
-    """The part of a refused status that is always small and valid: the phase, the generation and the conditions
-    (messages clipped), plus a Stalled condition saying what was refused."""
+    """The part of a refused status that is always small and valid: the phase, the generation, the conditions
+    (messages clipped) and when a missing topic was first seen (the wait for it must end, :mod:`kpo.domain.topic_wait`),
+    plus a Stalled condition saying what was refused."""
     conditions = [{**c, "message": str(c.get("message", ""))[:FALLBACK_MESSAGE_CHARS]}
                   for c in status.get("conditions") or [] if c.get("type") != STALLED]
     stalled = {"type": STALLED, "status": "True", "reason": STATUS_REFUSED,
@@ -171,8 +172,14 @@ def fallback_status(status: Mapping[str, Any], refusal: str) -> dict[str, Any]:
                "lastTransitionTime": rfc3339(utcnow())}
     if "observedGeneration" in status:
         stalled["observedGeneration"] = status["observedGeneration"]
-    kept = {k: status[k] for k in ("phase", "observedGeneration") if k in status}
+    kept = {k: status[k] for k in ("phase", "observedGeneration", "topicMissingSince") if k in status}
     return {**kept, "conditions": [*conditions, stalled]}
+
+
+def _refusal_shown(body: Mapping[str, Any]) -> bool:
+    """The status already says that its full version was refused (Stalled, ``StatusRefused``)."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == STALLED and c.get("reason") == STATUS_REFUSED for c in conditions)
 
 
 #: Writes a resource's status as a merge patch of its status subresource; False: the resource is gone.
@@ -184,7 +191,9 @@ def post_outcome(kind: ResourceKind, body: Mapping[str, Any], write: StatusWrite
     """Write a tick's status and post its Events (only once the status is written); None: nothing.
 
     A status the API server would refuse is replaced by its small, valid part and a ``StatusRefused`` Stalled
-    condition and Warning Event (see :func:`status_refusal`), so the tick always ends in a visible status.
+    condition and Warning Event (see :func:`status_refusal`), so the tick always ends in a visible status; the Event
+    and the log line once, not again on each tick of a phase that goes on ticking (Pending waiting for a topic) while
+    the status already says so.
     """
     if outcome is None:
         return
@@ -192,10 +201,11 @@ def post_outcome(kind: ResourceKind, body: Mapping[str, Any], write: StatusWrite
     events = list(outcome.events)
     refusal = status_refusal(kind, body, status)
     if refusal is not None:
-        meta = body.get("metadata") or {}
-        log.warning("%s/%s: %s", meta.get("namespace"), meta.get("name"), refusal)
+        if not _refusal_shown(body):
+            meta = body.get("metadata") or {}
+            log.warning("%s/%s: %s", meta.get("namespace"), meta.get("name"), refusal)
+            events.append(Event("Warning", STATUS_REFUSED, f"kpo could not write its full status: {refusal}"))
         status = fallback_status(status, refusal)
-        events.append(Event("Warning", STATUS_REFUSED, f"kpo could not write its full status: {refusal}"))
     if not write(status):
         return  # the resource is gone: nothing to say
     for event in events:
