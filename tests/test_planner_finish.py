@@ -4,8 +4,11 @@ Pure: no Spark session."""
 
 from __future__ import annotations
 
+import pytest
+
 from kpo.domain.greedy import Greedy, Partition, Setup
 from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
+from kpo.planning.spark import finish as finish_module
 from kpo.planning.spark.balance import band
 from kpo.planning.spark.cluster import Cluster
 from kpo.planning.spark.finish import GIVERS, Row, finish, outside_band, sources
@@ -60,8 +63,10 @@ def test_given_only_the_collected_partitions_it_balances_the_whole_cluster_and_k
     chosen = sources(stats, cluster, REQUEST.tolerance)
     collected = [r for r in rows if chosen & set(r.replicas)]
     assert len(collected) < len(rows)
-    targets = finish(collected, stats, cluster, REQUEST)
+    finished = finish(collected, stats, cluster, REQUEST)
+    targets = finished.targets
     assert targets, "the finish moved nothing"
+    assert not finished.capped, "it stopped inside the band, not at its move limit"
     assert set(targets) <= {(r.topic, r.partition) for r in collected}
     after = [Row(r.topic, r.partition, r.size, targets.get((r.topic, r.partition), r.replicas)) for r in rows]
     loads = {b: s.bytes for b, s in _stats(after).items() if b is not None}
@@ -74,6 +79,20 @@ def test_given_only_the_collected_partitions_it_balances_the_whole_cluster_and_k
     for key, replicas in targets.items():
         original = next(r.replicas for r in rows if (r.topic, r.partition) == key)
         assert sum(a != b for a, b in zip(original, replicas, strict=True)) == 1
+
+
+def test_a_finish_stopped_by_its_move_limit_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plan's note must not say "no single move brings a broker closer" when the limit ended it (issue 27: a
+    # 300,000-replica uneven-rack input stopped at 2,000 moves with that note while the greedy went on).
+    rows = _assignment()
+    stats = _stats(rows)
+    cluster = _cluster()
+    collected = [r for r in rows if sources(stats, cluster, REQUEST.tolerance) & set(r.replicas)]
+    monkeypatch.setattr(finish_module, "MAX_MOVES", 1)
+    limited = finish(collected, stats, cluster, REQUEST)
+    assert limited.capped and sum(
+        sum(a != b for a, b in zip(next(r.replicas for r in rows if (r.topic, r.partition) == key), after,
+                                    strict=True)) for key, after in limited.targets.items()) == 1
 
 
 def test_the_finish_lifts_a_low_broker_with_the_smallest_replica_that_does_it() -> None:

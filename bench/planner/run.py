@@ -128,6 +128,13 @@ SCENARIOS = (
     Scenario("uneven-842-rf23", "racks of 8, 4 and 2 brokers, RF 2/3, rebalance, tolerance 0.1", 14, 14, 3, 6_000,
              _request(Goal.REBALANCE, tolerance=0.10), partitions_per_topic=50, rack_sizes=(8, 4, 2),
              replication_factors=(2, 3), skew=0.15, shape=True),
+    # The same uneven racks above the job's greedy-candidate limit (100,000 replicas): the rounds alone plan it.
+    Scenario("uneven-842-rf23-300k", "racks of 8, 4 and 2 brokers, RF 2/3, rebalance, tolerance 0.1, 300k replicas",
+             14, 14, 3, 120_000, _request(Goal.REBALANCE, tolerance=0.10), partitions_per_topic=200,
+             rack_sizes=(8, 4, 2), replication_factors=(2, 3), skew=0.15, shape=True),
+    Scenario("uneven-543-rf23-300k", "racks of 5, 4 and 3 brokers, RF 2/3, rebalance, 300k replicas", 12, 12, 3,
+             120_000, _request(Goal.REBALANCE), partitions_per_topic=200, rack_sizes=(5, 4, 3),
+             replication_factors=(2, 3), skew=0.15, shape=True),
     Scenario("skewed-8racks-1M", "heavily skewed rebalance, 200 brokers, 8 racks, Pareto sizes, 1M replicas", 200,
              200, 8, 333_334, _request(Goal.REBALANCE), skew=0.5, sizes="pareto", pareto_alpha=2.0,
              scoring_memory="4g", java_heap="2g"),
@@ -138,9 +145,11 @@ SCENARIOS = (
 )
 ISSUE_27 = ("racks-23456-pareto", "dominant-topic", "uneven-remove-1-of-small", "uneven-remove-small-rack",
             "uneven-no-huge", "uneven-543-rf23", "uneven-842-rf23")
+ISSUE_27_LARGE = ("uneven-842-rf23-300k", "uneven-543-rf23-300k")
 SETS = {"small": ("scale-out-12-15", "skewed-40-t0.10"),
-        "shapes": tuple(s.name for s in SCENARIOS if s.shape and s.name not in ISSUE_27),
-        "shapes27": ISSUE_27, "skewed-1M": ("skewed-8racks-1M",),
+        "shapes": tuple(s.name for s in SCENARIOS if s.shape and s.name not in ISSUE_27 + ISSUE_27_LARGE),
+        "shapes27": ISSUE_27, "shapes27-large": ISSUE_27_LARGE,
+        "skewed-1M": ("skewed-8racks-1M",),
         "all": tuple(s.name for s in SCENARIOS)}
 
 
@@ -462,10 +471,10 @@ def main(argv: list[str] | None = None) -> int:
         sections.append((SECTION_SCALE, f"{header}\n\nEach cell: kpo / Kafka's placer (StripedReplicaPlacer, as "
                          f"`kafka-reassign-partitions --generate` in Kafka 4.x).\n\n{table(rows)}\n"))
     for section, title, group in ((SECTION_SHAPES, "Hard shapes (issue 15)",
-                                   [r for r in shaped if r[0].name not in ISSUE_27]),
+                                   [r for r in shaped if r[0].name not in ISSUE_27 + ISSUE_27_LARGE]),
                                   (SECTION_SHAPES_27, "Shapes of issue 27: uneven racks, Pareto sizes, a dominant "
                                    "topic",
-                                   [r for r in shaped if r[0].name in ISSUE_27])):
+                                   [r for r in shaped if r[0].name in ISSUE_27 + ISSUE_27_LARGE])):
         if not group:
             continue
         notes = shapes_notes(group)

@@ -35,7 +35,7 @@ golden plans stay the rounds' own.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kpo.domain.count_greedy import Range, balance_counts
 from kpo.domain.greedy import Greedy, Key, Partition
@@ -88,8 +88,17 @@ def sources(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance
     return outside | frozenset(fullest)
 
 
+@dataclass(frozen=True)
+class Finished:
+    """The greedy's new replica lists for the partitions it changed, and whether it stopped at :data:`MAX_MOVES`
+    (with moves left that bring a broker closer) rather than for want of such a move."""
+
+    targets: dict[Key, tuple[int, ...]] = field(default_factory=dict)
+    capped: bool = False
+
+
 def finish(rows: Iterable[Row], stats: Mapping[int | None, BrokerStats], cluster: Cluster, request: PlanRequest,
-           ) -> dict[Key, tuple[int, ...]]:
+           ) -> Finished:
     """The greedy's new replica lists for the partitions it changed (slot order kept: a moved leader's replacement
     is the preferred leader)."""
     parts = [Partition(topic=r.topic, partition=r.partition, replicas=r.replicas, size=r.size) for r in rows]
@@ -102,7 +111,8 @@ def finish(rows: Iterable[Row], stats: Mapping[int | None, BrokerStats], cluster
                     frugal=True)
     greedy.balance(MAX_MOVES)
     before = {p.key: p.replicas for p in parts}
-    return {key: after for key, after in greedy.result().assignment.items() if after != before[key]}
+    changed = {key: after for key, after in greedy.result().assignment.items() if after != before[key]}
+    return Finished(changed, capped=greedy.moves >= MAX_MOVES)
 
 
 def count_sources(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> frozenset[int]:

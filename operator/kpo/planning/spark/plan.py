@@ -219,11 +219,14 @@ class _Rounds:
         # The count greedy's partitions come along: one collection and one join serve both.
         counting = finish.count_sources(self.stats, self.cluster, self.request.tolerance)
         rows = self._collect(senders, counting)
-        targets = finish.finish(rows, self.stats, self.cluster, self.request)
+        finished = finish.finish(rows, self.stats, self.cluster, self.request)
+        targets = finished.targets
         self.count += 1
-        log.info("round %d (finish): %d partitions changed on the driver, from %d collected", self.count,
-                 len(targets), len(rows))
-        self.stopped = ("its byte rounds moved few replicas and the greedy that placed the last ones found no single "
+        log.info("round %d (finish): %d partitions changed on the driver, from %d collected%s", self.count,
+                 len(targets), len(rows), " (its move limit reached)" if finished.capped else "")
+        self.stopped = (f"its byte rounds moved few replicas and the greedy that placed the last ones stopped at its "
+                        f"limit of {finish.MAX_MOVES} moves" if finished.capped else
+                        "its byte rounds moved few replicas and the greedy that placed the last ones found no single "
                         "replica move that brings a broker closer to the band")
         after = with_deltas(self.stats, finish.deltas(rows, targets, self.cluster))
         if not finish.outside_band(after, self.cluster, self.request.tolerance):
