@@ -206,11 +206,14 @@ class GitOps:
                    timeout, f"Flux to apply {revision}\n{self.flux.logs()}")
 
     def wait_ready(self, status: str, revision: str, timeout: float = 180) -> dict[str, Any]:
-        """Until Ready has ``status`` for ``revision``; the Ready condition."""
+        """Until Ready has ``status`` for ``revision`` (for ``True``: applied, ``lastAppliedRevision`` too), read in one
+        GET of the Kustomization; the Ready condition."""
         def reached() -> dict[str, Any] | None:
             ks = self.kustomization().get("status", {})
-            ready = self.condition("Ready")
-            return ready if ready.get("status") == status and ks.get("lastAttemptedRevision") == revision else None
+            ready = next((dict(c) for c in ks.get("conditions") or [] if c["type"] == "Ready"), {})
+            if ready.get("status") != status or ks.get("lastAttemptedRevision") != revision:
+                return None
+            return ready if status != "True" or ks.get("lastAppliedRevision") == revision else None
 
         try:
             found: dict[str, Any] = wait_until(reached, timeout, f"Kustomization Ready={status} for {revision}")
