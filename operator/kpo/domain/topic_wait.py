@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from kpo.domain.conditions import Event
 from kpo.domain.problems import Problem, summarize
 
 TOPIC_GRACE = dt.timedelta(seconds=30)
@@ -45,3 +47,26 @@ def waiting_message(problems: Sequence[Problem]) -> str:
     missing = [p for p in problems if p.reason == UNKNOWN_TOPIC]
     return (f"{summarize(missing)}: not yet, kpo waits up to {int(TOPIC_GRACE.total_seconds())} s for the topic(s) "
             "to appear before declaring the spec invalid")
+
+
+@dataclass(frozen=True)
+class TopicWait:
+    """A spec waiting for its topics: since when, what it says, and whether this look started the wait."""
+
+    since: dt.datetime
+    message: str
+    starts: bool
+
+    @property
+    def event(self) -> Event:
+        """The one Event of a wait, posted by the look that starts it."""
+        return Event("Normal", WAITING_FOR_TOPIC, self.message)
+
+
+def wait_for_topics(problems: Sequence[Problem], missing_since: dt.datetime | None,
+                    now: dt.datetime | None) -> TopicWait | None:
+    """The wait the problems call for (:func:`waiting_since`); ``None``: judge them now."""
+    since = waiting_since(problems, missing_since, now)
+    if since is None:
+        return None
+    return TopicWait(since, waiting_message(problems), starts=missing_since is None)

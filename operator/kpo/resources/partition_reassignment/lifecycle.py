@@ -120,7 +120,7 @@ from kpo.domain.stall import (
     lag_bytes,
     stalled,
 )
-from kpo.domain.topic_wait import WAITING_FOR_TOPIC, waiting_message, waiting_since
+from kpo.domain.topic_wait import WAITING_FOR_TOPIC, wait_for_topics
 
 # The phases are the API's (status.phase): one enum, so the status can never name a phase the code does not know.
 Phase = ReassignmentPhase
@@ -319,14 +319,12 @@ def _pending(intent: Intent, memory: Memory, observed: Observation, admit: Admit
     if problems:
         problems = _judged(problems)
         missing_since = memory.topic_missing_since if intent.generation == memory.observed_generation else None
-        since = waiting_since(problems, missing_since, observed.now)
-        if since is not None:
-            message = waiting_message(problems)
+        wait = wait_for_topics(problems, missing_since, observed.now)
+        if wait is not None:
             # One Event when the wait starts: a phase change (a spec change from a terminal phase) makes its own.
-            first = () if missing_since or memory.phase is not Phase.PENDING else (
-                Event("Normal", WAITING_FOR_TOPIC, message),)
-            return Decision(Phase.PENDING, WAITING_FOR_TOPIC, message, problems=tuple(problems), events=first,
-                            topic_missing_since=since)
+            first = (wait.event,) if wait.starts and memory.phase is Phase.PENDING else ()
+            return Decision(Phase.PENDING, WAITING_FOR_TOPIC, wait.message, problems=tuple(problems), events=first,
+                            topic_missing_since=wait.since)
         return Decision(Phase.INVALID, problems[0].reason, summarize(problems),
                         problems=tuple(problems))
     if intent.stop:

@@ -57,7 +57,7 @@ from kpo.domain.plan_job import Job, JobStatus
 from kpo.domain.problems import Problem
 from kpo.domain.proposal import Proposal, threshold_unreached
 from kpo.domain.reassignment import current_replicas
-from kpo.domain.topic_wait import WAITING_FOR_TOPIC, waiting_message, waiting_since
+from kpo.domain.topic_wait import WAITING_FOR_TOPIC, wait_for_topics
 from kpo.resources.partition_reassignment.lifecycle import TERMINAL, Phase
 
 PLANNING_TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
@@ -367,11 +367,9 @@ def _decide(phase: Phase, intent: PlanIntent, job: Job, proposal: Proposal | Non
     if phase is Phase.PENDING:
         problems = validate_request(intent.request, view, allow_internal=intent.allow_internal_topics,
                                     allow_rf_decrease=intent.allow_replication_factor_decrease)
-        if (since := waiting_since(problems, missing_since, now)) is not None:
-            message = waiting_message(problems)
-            first = () if missing_since else (Event("Normal", WAITING_FOR_TOPIC, message),)
-            return PlanningDecision(Phase.PENDING, WAITING_FOR_TOPIC, message, problems=tuple(problems),
-                                    events=first, topic_missing_since=since)
+        if (wait := wait_for_topics(problems, missing_since, now)) is not None:
+            return PlanningDecision(Phase.PENDING, WAITING_FOR_TOPIC, wait.message, problems=tuple(problems),
+                                    events=(wait.event,) if wait.starts else (), topic_missing_since=wait.since)
         if problems:
             return _invalid(problems)
         return PlanningDecision(Phase.PLANNING, "Planning", f"planning {intent.request.goal.value}",

@@ -89,7 +89,7 @@ from kpo.domain.clock import rfc3339
 from kpo.domain.conditions import ConditionUpdate, Event, check_transition, transition_event
 from kpo.domain.model import ClusterView, KafkaRefusal, TopicPartition
 from kpo.domain.problems import Problem, summarize
-from kpo.domain.topic_wait import WAITING_FOR_TOPIC, waiting_message, waiting_since
+from kpo.domain.topic_wait import WAITING_FOR_TOPIC, wait_for_topics
 
 Phase = ElectionPhase
 
@@ -473,11 +473,11 @@ def _waiting_for_topics(decision: Decision, missing_since: datetime | None, now:
     """A new spec refused only for topics that do not exist yet waits for them (:mod:`kpo.domain.topic_wait`)."""
     if decision.phase is not Phase.INVALID:
         return decision
-    since = waiting_since(decision.problems, missing_since, now)
-    if since is None:
+    wait = wait_for_topics(decision.problems, missing_since, now)
+    if wait is None:
         return decision
-    return Decision(Phase.PENDING, WAITING_FOR_TOPIC, waiting_message(decision.problems), problems=decision.problems,
-                    topic_missing_since=since)
+    return Decision(Phase.PENDING, WAITING_FOR_TOPIC, wait.message, problems=decision.problems,
+                    topic_missing_since=wait.since)
 
 
 def _preferred(view: ClusterView, tp: TopicPartition) -> int | None:

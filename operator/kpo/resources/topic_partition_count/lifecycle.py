@@ -69,7 +69,7 @@ from kpo.domain.keyremap import RemapReport, remap_report
 from kpo.domain.model import Broker, KafkaRefusal, PartitionState, Replicas
 from kpo.domain.placement import place_new_partitions
 from kpo.domain.problems import Problem, summarize
-from kpo.domain.topic_wait import TOPIC_GRACE, UNKNOWN_TOPIC, WAITING_FOR_TOPIC
+from kpo.domain.topic_wait import TOPIC_GRACE, UNKNOWN_TOPIC, WAITING_FOR_TOPIC, waiting_since
 
 #: Caps on status.keyRemap.sources (see the module text).
 SOURCES_CAP = 64
@@ -252,8 +252,9 @@ def _pending(intent: Intent, observed: Observation, missing_since: dt.datetime |
              ) -> Decision:
     topic = observed.topic
     if topic is None:
-        since = missing_since or now
-        if now - since < TOPIC_GRACE:
+        missing = Problem("spec.topic", UNKNOWN_TOPIC, f"topic {intent.topic!r} does not exist")
+        since = waiting_since([missing], missing_since, now)
+        if since is not None:
             return Decision(Phase.PENDING, WAITING_FOR_TOPIC,
                             f"spec.topic: topic {intent.topic!r} does not exist yet; kpo waits up to "
                             f"{int(TOPIC_GRACE.total_seconds())} s for it to appear before declaring the spec "
@@ -261,7 +262,7 @@ def _pending(intent: Intent, observed: Observation, missing_since: dt.datetime |
         return Decision(Phase.INVALID, UNKNOWN_TOPIC,
                         f"spec.topic: topic {intent.topic!r} does not exist; TopicPartitionCount grows existing "
                         "topics only: create it first (with the partitions you want), or fix the name",
-                        problems=(Problem("spec.topic", UNKNOWN_TOPIC, f"topic {intent.topic!r} does not exist"),))
+                        problems=(missing,))
     current, wanted = len(topic), intent.partitions
     if wanted < current:
         return Decision(Phase.INVALID, PARTITION_DECREASE,
