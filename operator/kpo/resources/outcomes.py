@@ -160,6 +160,12 @@ def not_authorized_outcome(status: Mapping[str, Any], generation: int, refusal: 
     return Outcome(status=new, events=[Event("Warning", access.NOT_AUTHORIZED, message)])
 
 
+def topic_missing_since(previous: Mapping[str, Any], since: dt.datetime | None) -> dict[str, Any]:
+    """The status field of a wait for a missing topic (:mod:`kpo.domain.topic_wait`): set while it lasts, removed
+    (null, a merge patch) by the tick that ends it, untouched otherwise."""
+    return {"topic_missing_since": since} if since is not None or previous.get("topicMissingSince") else {}
+
+
 def unchanged(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether writing ``new`` would change nothing in ``previous`` (so the tick writes nothing)."""
     return all(previous.get(key) == value for key, value in new.items())

@@ -158,7 +158,7 @@ def plan_tick(*, body: Mapping[str, Any], phase: Phase, intent: PlanIntent, kafk
         proposed, summary = proposal_status(job.proposal, job.metrics, name, now, estimate), summary_status(job.metrics)
     new_status = planning_status(status, phase=decision.phase, generation=intent.generation,
                                  conditions=_conditions(decision), now=now,
-                                 proposal=proposed, summary=summary, topic_missing_since=decision.topic_missing_since)
+                                 proposal=proposed, summary=summary, missing_since=decision.topic_missing_since)
     return Outcome(status=new_status, events=events, decision=decision)
 
 

@@ -52,6 +52,7 @@ from kpo.domain.proposal import Proposal
 from kpo.domain.reassignment import Classification, PartitionStatus, Progress, misplaced_dirs, progress
 from kpo.domain.stall import STALLED_CODE, Stall, Watch
 from kpo.domain.throttle import ThrottleJournal
+from kpo.resources.outcomes import topic_missing_since
 from kpo.resources.partition_reassignment.lifecycle import CLAIMING, Decision, Intent, Memory, Phase
 
 #: Entries of status.conflicts and status.skipped: each can name every partition of a spec of thousands.
@@ -176,7 +177,7 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
                     for tp, reason in sorted(decision.skipped.items())[:REPORTED_PARTITIONS]],
         "stalled_moves": [_stalled_move(tp, stall) for tp, stall
                           in sorted(_stalled(decision.stalled, failures).items())[:REPORTED_PARTITIONS]],
-    } | _topic_missing_since(previous, decision.topic_missing_since)
+    } | topic_missing_since(previous, decision.topic_missing_since)
     if rollback_name:
         fields["rollback_config_map"] = rollback_name
     if decision.classification is not None and decision.targets:
@@ -192,11 +193,6 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, v
     if cordon is not None:
         fields["cordon"] = _cordon(cordon)
     return dump(PartitionReassignmentStatus(**fields))
-
-
-def _topic_missing_since(previous: Mapping[str, Any], since: dt.datetime | None) -> dict[str, Any]:
-    """``topicMissingSince`` while set, and its removal (null) on the tick that ends the wait: untouched otherwise."""
-    return {"topic_missing_since": since} if since is not None or previous.get("topicMissingSince") else {}
 
 
 def _progress_fields(before: PartitionReassignmentStatus, decision: Decision, classification: Classification,
@@ -376,14 +372,14 @@ def proposal_status(proposal: Proposal, metrics: PlanMetrics, config_map: str, n
 def planning_status(previous: Mapping[str, Any], *, phase: Phase, generation: int,
                     conditions: Sequence[cond.ConditionUpdate], now: dt.datetime,
                     proposal: ProposalStatus | None = None, summary: PlanSummary | None = None,
-                    topic_missing_since: dt.datetime | None = None) -> dict[str, Any]:
+                    missing_since: dt.datetime | None = None) -> dict[str, Any]:
     """The status a planning tick writes: phase and conditions; with a new proposal, the proposal, its summary, and
     no ``duration`` (an earlier run's estimate against its time says nothing of this proposal; None removes it);
     ``topicMissingSince`` while Pending waits for a topic (else removed)."""
     fields: dict[str, Any] = {
         "phase": phase.value, "observed_generation": generation,
         "conditions": cond.merge(previous.get("conditions") or [], conditions, generation, now)}
-    fields |= _topic_missing_since(previous, topic_missing_since)
+    fields |= topic_missing_since(previous, missing_since)
     if proposal is not None:
         fields |= {"proposal": proposal, "summary": summary}
         if parse(previous).duration is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kpo.api import ELECTED_PARTITIONS_CAP, ElectionRun, PartitionFailure, PreferredLeaderElectionStatus
 from kpo.domain import conditions as cond
+from kpo.resources.outcomes import topic_missing_since
 from kpo.resources.preferred_leader_election.lifecycle import Decision, Intent, Memory, Phase, Run
 
 #: status.lastRun.failures lists at most this many partitions, like electedPartitions; ``failed`` counts them all.
@@ -58,6 +59,5 @@ def status_of(previous: Mapping[str, Any], intent: Intent, decision: Decision, n
     }
     if decision.run is not None:
         fields["last_run"] = run_of(decision.run)
-    if decision.topic_missing_since is not None or previous.get("topicMissingSince"):
-        fields["topic_missing_since"] = decision.topic_missing_since
+    fields |= topic_missing_since(previous, decision.topic_missing_since)
     return PreferredLeaderElectionStatus(**fields).model_dump(mode="json", by_alias=True, exclude_unset=True)
