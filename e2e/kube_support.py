@@ -112,6 +112,13 @@ class Resources:
             raise AssertionError(f"{exc}; its last status: {json.dumps(seen.get('status'), default=str)}") from None
         return result
 
+    def wait_waiting_for_topic(self, kind: str, name: str, timeout: float = 30) -> dict[str, Any]:
+        """The status once the resource is Pending for a topic that does not exist yet (reason WaitingForTopic,
+        :mod:`kpo.domain.topic_wait`)."""
+        waiting = self.wait_phase(kind, name, "Pending", timeout=timeout)
+        assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
+        return waiting
+
     def condition(self, kind: str, name: str, type_: str) -> dict[str, Any] | None:
         for c in self.status(kind, name).get("conditions") or []:
             if c["type"] == type_:

@@ -99,9 +99,8 @@ def test_invalid_spec_sends_nothing_to_kafka(kafka_admin: AdminClient, bootstrap
                                  "allowReplicationFactorDecrease": case == "below-min-isr"})
     if case == "unknown-topic":
         # A missing topic is waited for (kpo.domain.topic_wait, 30 s) before the spec is declared Invalid.
-        waiting = resources.wait_phase(KPR, case, "Pending", timeout=30)
+        waiting = resources.wait_waiting_for_topic(KPR, case)
         assert waiting.get("topicMissingSince"), waiting
-        assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
     status = resources.wait_phase(KPR, case, "Invalid", timeout=90)
     assert "topicMissingSince" not in status
     ready = resources.condition(KPR, case, "Ready")
@@ -122,8 +121,7 @@ def test_a_topic_created_after_its_reassignment_is_waited_for_and_moved(
         kafka_admin: AdminClient, bootstrap_servers: str, topic_name: str, resources: Resources) -> None:
     """GitOps applies a topic and a reassignment of it together, in no particular order."""
     resources.create(KPR, "early", {"partitions": spec_partitions(topic_name, {0: [2, 3], 1: [3, 1]})})
-    waiting = resources.wait_phase(KPR, "early", "Pending", timeout=30)
-    assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
+    waiting = resources.wait_waiting_for_topic(KPR, "early")
     assert waiting.get("topicMissingSince"), waiting
     time.sleep(5)
     create_topic(kafka_admin, topic_name, 2, assignment=[[1, 2], [2, 3]])

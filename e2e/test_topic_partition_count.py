@@ -96,9 +96,8 @@ def test_a_decrease_and_a_missing_topic_are_invalid(kafka_admin: AdminClient, to
     resources.create(KTPC, case, spec)
     if case == "missing-topic":
         # A missing topic is waited for (TOPIC_GRACE, 30 s) before the spec is declared Invalid.
-        waiting = resources.wait_phase(KTPC, case, "Pending", timeout=30)
+        waiting = resources.wait_waiting_for_topic(KTPC, case)
         assert waiting.get("topicMissingSince"), waiting
-        assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
     status = resources.wait_phase(KTPC, case, "Invalid", timeout=90)
     assert "topicMissingSince" not in status
     ready = resources.condition(KTPC, case, "Ready")
@@ -114,8 +113,7 @@ def test_a_topic_applied_after_its_resource_is_waited_for_and_grown(kafka_admin:
                                                                      resources: Resources) -> None:
     """GitOps applies a topic and its TopicPartitionCount together, in no particular order."""
     resources.create(KTPC, "first", {"topic": topic_name, "partitions": 6})
-    waiting = resources.wait_phase(KTPC, "first", "Pending", timeout=30)
-    assert {c["type"]: c["reason"] for c in waiting["conditions"]}["Ready"] == "WaitingForTopic", waiting
+    resources.wait_waiting_for_topic(KTPC, "first")
     time.sleep(5)
     create_topic(kafka_admin, topic_name, 3, replication_factor=2)
     status = resources.wait_phase(KTPC, "first", "Succeeded", timeout=60)
