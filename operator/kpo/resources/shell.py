@@ -385,7 +385,9 @@ def delete(kind: Kind[Spec], *, body: kopf.Body, uid: str, memo: Any, **kwargs: 
                 context.forget_kafka(parsed.cluster_ref)
             raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         except ApiUnavailableError as exc:  # said once by the outage; Kopf keeps the finalizer and retries the release
-            raise kopf.TemporaryError(str(exc), delay=exc.delay) from None
+            # Kopf logs this message with each retry of each deletion: it says what waits, not the outage again.
+            raise kopf.TemporaryError(f"the release waits for the API server to answer; next try in {exc.delay:.0f} s",
+                                      delay=exc.delay) from None
     for event in events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
 
