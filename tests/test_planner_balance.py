@@ -279,16 +279,95 @@ def test_reach_replicas_outside_the_selection_set_the_top() -> None:
 def test_reach_a_small_rack_bound_to_every_partition_sets_the_top_and_a_rack_short_of_room_the_bottom() -> None:
     from kpo.planning.spark.balance import DomainLimits, reach  # noqa: PLC0415
 
-    # Rack c, one broker, must hold one replica of every RF 3 partition: 300 bytes on one broker, mean 100.
-    # Rack d's two brokers can hold at most one replica of each partition: 160 bytes, 0.8 x mean each.
-    racks = [DomainLimits("rack c", 1, floor=300.0, ceiling=300.0), DomainLimits("rack d", 2, floor=0.0, ceiling=160.0)]
+    # Six brokers, mean 100. Rack c, one broker, must hold one replica of every RF 3 partition: 300 bytes on one
+    # broker. Rack d's two brokers can hold at most 100 bytes (0.5 x mean each); rack e's three take the rest.
+    racks = [DomainLimits("rack c", 1, floor=300.0, ceiling=300.0), DomainLimits("rack d", 2, floor=0.0, ceiling=100.0),
+             DomainLimits("rack e", 3, floor=0.0, ceiling=600.0)]
     bound = reach(100.0, racks, {}, largest=5.0)
     assert bound.highest.value == pytest.approx(3.0)
     assert bound.highest.because.startswith("rack c (1 brokers) must hold")
-    assert bound.lowest.value == pytest.approx(0.8)
+    assert bound.lowest.value == pytest.approx(0.5)
     assert bound.lowest.because.startswith("rack d (2 brokers) can hold at most")
-    assert bound.met_by(0.8, 3.0, 0.05)
-    assert not bound.met_by(0.7, 3.0, 0.05)
+    assert bound.met_by(0.5, 3.0, 0.05)
+    assert not bound.met_by(0.4, 3.0, 0.05)
+
+
+def test_reach_racks_that_can_hold_no_more_leave_the_others_the_rest() -> None:
+    from kpo.planning.spark.balance import DomainLimits, even_levels, reach  # noqa: PLC0415
+
+    # Racks of 8, 4 and 2 brokers: RF 3 partitions of 255 bytes in all (one replica in every rack), RF 2 of 318
+    # (two racks each). Every rack must hold 255 and can hold at most 573. The 8 brokers fill up to 573 (0.716 x
+    # mean); the 4 and the 2 share the other 828 evenly at 1.379 x mean, above the 2's own 1.274.
+    racks = [DomainLimits(f"rack {n}", n, floor=255.0, ceiling=573.0) for n in (8, 4, 2)]
+    mean = (3 * 255 + 2 * 318) / 14
+    assert [round(x / mean, 3) for x in even_levels(racks, 14 * mean)] == [0.716, 1.379, 1.379]
+    bound = reach(mean, racks, {}, largest=1.0)
+    assert bound.highest.value == pytest.approx(138 / mean)
+    assert bound.highest.because.startswith("rack 4 (4 brokers) holds at least 1.379 x mean per broker")
+    assert bound.lowest.value == pytest.approx(573 / 8 / mean)
+    assert bound.lowest.because.startswith("rack 8 (8 brokers) can hold at most")
+    # The greedy's 1.379 at the top meets it; kpo's 1.500 of session 30 did not (the floor-only bound said 1.274).
+    assert bound.met_by(0.716, 1.379, 0.1)
+    assert not bound.met_by(0.716, 1.5, 0.1)
+
+
+# -- aiming at the racks' levels where the band is out of their reach (issue 27) -----------------------------------
+
+def test_an_aim_is_the_band_stretched_or_pinned_to_the_racks_level() -> None:
+    from kpo.planning.spark.balance import aim  # noqa: PLC0415
+
+    real = Band(100.0, 90.0, 110.0)
+    inner = Band(100.0, 95.0, 105.0)
+    assert aim(real, inner) == aim(real, inner, 97.0)
+    assert (aim(real, inner, 97.0).real, aim(real, inner, 97.0).inner) == (real, inner)
+    # Inside the band but below the inner band: the rack can hold no more, the band is still in reach.
+    stretched = aim(real, inner, 92.0)
+    assert (stretched.real, stretched.inner, stretched.rise_to) == (real, Band(100.0, 92.0, 105.0), 92.0)
+    # Outside the band: the rack's brokers aim at the level from both sides, within a hundredth of the tolerance.
+    pinned = aim(real, inner, 72.0)
+    assert pinned.real == Band(100.0, 71.9, 72.1)
+    assert pinned.inner == Band(100.0, 72.0, 72.0)
+    assert (pinned.rise_to, pinned.fall_to) == (72.0, 72.0)
+    above = aim(real, inner, 138.0)
+    assert (above.real.lo, above.real.hi, above.fall_to, above.rise_to) == (137.9, 138.1, 138.0, 138.0)
+
+
+def _uneven_racks() -> Cluster:
+    # Racks of 4, 2 and 1 brokers, as the bench's 8/4/2 shape, smaller.
+    return _racked({1: "a", 2: "a", 3: "a", 4: "a", 5: "b", 6: "b", 7: "c"})
+
+
+def test_a_byte_round_aims_at_the_racks_levels_where_the_band_is_out_of_their_reach() -> None:
+    """Rack a can hold at most 70 per broker, racks b and c must hold 140 (levels from ``even_levels``): the round
+    fills rack a only up to 70 and sheds rack c only down to 140, where the band's quotas would have asked for 950 on
+    every broker (bytes a later round would move back); broker 1, above its rack's level, gives down to it."""
+    cluster = _uneven_racks()
+    levels = {1: 700.0, 2: 700.0, 3: 700.0, 4: 700.0, 5: 1400.0, 6: 1400.0, 7: 1400.0}
+    loads = {1: 1300, 2: 500, 3: 500, 4: 500, 5: 1350, 6: 1350, 7: 1600}  # total 7100, mean 1014
+    plan = decide_bytes(_stats(loads), cluster, 0.1, closed=False, levels=levels)
+    assert plan.out[1] == pytest.approx(600.0)
+    assert plan.out[7] == pytest.approx(200.0)
+    assert {b: round(plan.into[b]) for b in (2, 3, 4)} == {2: 200, 3: 200, 4: 200}
+    assert all(b not in plan.into for b in (1, 7))
+    # Rack b rises to its level with what is left (800 shed, 600 taken by rack a), never past it.
+    assert plan.into[5] + plan.into[6] == pytest.approx(100.0)
+    band_only = decide_bytes(_stats(loads), cluster, 0.1, closed=False)
+    assert band_only.into[2] > 400  # without the levels: towards the band, out of rack a's reach
+    assert band_only.out[7] > 400  # and rack c below what it must hold
+
+
+def test_a_lift_and_a_relief_leave_a_broker_at_its_racks_level_where_it_is() -> None:
+    cluster = _uneven_racks()
+    levels = {1: 700.0, 2: 700.0, 3: 700.0, 4: 700.0, 5: 1400.0, 6: 1400.0, 7: 1400.0}
+    at_levels = _stats({1: 700, 2: 700, 3: 700, 4: 700, 5: 1400, 6: 1400, 7: 1400})
+    assert decide_lift(at_levels, cluster, 0.1, closed=False, levels=levels).idle
+    assert decide_relieve(at_levels, cluster, 0.1, levels=levels).idle
+    assert not decide_lift(at_levels, cluster, 0.1, closed=False).idle  # the band alone would lift rack a
+    # A broker of rack a above the level relieves into its rack-mates below it, none past the level.
+    uneven = _stats({1: 900, 2: 640, 3: 640, 4: 720, 5: 1400, 6: 1400, 7: 1400})
+    plan = decide_relieve(uneven, cluster, 0.1, levels=levels)
+    assert set(plan.out) == {1}
+    assert {b: round(q) for b, q in plan.into.items() if b in (2, 3, 4)} == {2: 60, 3: 60}
 
 
 def _four_brokers() -> tuple[Cluster, tuple[BrokerLoad, ...]]:

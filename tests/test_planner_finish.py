@@ -54,6 +54,18 @@ def test_it_collects_the_brokers_outside_the_band_and_the_fullest_above_the_mean
     assert min(1000 + b % 20 for b in chosen - {0}) >= max(1000 + b % 20 for b in set(range(1, 60)) - chosen)
 
 
+def test_a_broker_at_its_racks_level_is_not_collected_though_outside_the_band() -> None:
+    """Racks whose levels lie outside the band (:func:`kpo.planning.spark.balance.aim`): a broker at its rack's level
+    is where the rounds aimed it, one off it by more than a hundredth of the tolerance is not."""
+    cluster = _cluster()
+    stats = {b: BrokerStats(broker=b, bytes=x) for b, x in {1: 70, 2: 70, 3: 100, 4: 100, 5: 131, 6: 131}.items()}
+    levels = {1: 70.0, 2: 70.0, 3: 100.0, 4: 100.0, 5: 131.0, 6: 131.0}
+    assert outside_band(stats, cluster, REQUEST.tolerance) == {1, 2, 5, 6}
+    assert outside_band(stats, cluster, REQUEST.tolerance, levels) == frozenset()
+    off = stats | {2: BrokerStats(broker=2, bytes=66), 1: BrokerStats(broker=1, bytes=74)}
+    assert outside_band(off, cluster, REQUEST.tolerance, levels) == {1, 2}
+
+
 def test_given_only_the_collected_partitions_it_balances_the_whole_cluster_and_keeps_racks_and_untouched_rows() -> None:
     rows = _assignment()
     stats = _stats(rows)

@@ -108,40 +108,80 @@ class Quotas:
         return sum(self.into.values())
 
 
+@dataclass(frozen=True)
+class Aim:
+    """Where one broker's load should end in a round: its band (``real``), the band the quotas aim at (``inner``),
+    and how far it may usefully rise (``rise_to``) or fall (``fall_to``) when the spread of the totals needs it."""
+
+    real: Band
+    inner: Band
+    rise_to: float = math.inf
+    fall_to: float = -math.inf
+
+
+def aim(real: Band, inner: Band, level: float | None = None) -> Aim:
+    """A broker's aim given ``level``, its rack's most even level (:func:`even_levels`).
+
+    - A level inside the inner band changes nothing: the band as it is.
+    - A level inside the band but not the inner band stretches the inner band to it on that side: the rack can hold
+      no more (or must hold no less) than that, and the band is still in reach.
+    - A level outside the band: the rack cannot be inside the band, and its brokers aim at the level itself (within
+      a hundredth of the tolerance), from both sides: one broker of a rack above it means another below it, and a rack
+      filled to the most it can hold lifts its lowest broker only if its brokers end even.
+    """
+    if level is None or inner.lo <= level <= inner.hi:
+        return Aim(real, inner)
+    if real.lo <= level < inner.lo:
+        return Aim(real, Band(inner.mean, level, inner.hi), rise_to=level)
+    if inner.hi < level <= real.hi:
+        return Aim(real, Band(inner.mean, inner.lo, level), fall_to=level)
+    slack = (real.hi - real.mean) / 100
+    return Aim(Band(real.mean, level - slack, level + slack), Band(inner.mean, level, level), rise_to=level,
+               fall_to=level)
+
+
 def water_fill(loads: Mapping[int, float], *, forced: float, real: Band, inner: Band,
-               movable: Mapping[int, float] | None = None) -> Quotas:
+               movable: Mapping[int, float] | None = None, levels: Mapping[int, float] | None = None) -> Quotas:
     """Per-broker quotas that bring every broker of ``loads`` inside ``real`` while moving the least.
 
     ``loads`` are the brokers that take part, without the load that must move anyway (``forced``: replicas on removed
     brokers, replicas to create), which has to be received on top. Brokers outside ``real`` are brought to ``inner``;
     brokers already inside ``real`` only help when the other side needs it. ``movable`` caps what a broker can send.
+    ``levels`` are the racks' even levels per broker where the racks keep the band out of reach (:func:`aim`).
     """
     if not loads:
         return Quotas()
     cap = {b: (movable[b] if movable is not None else x) for b, x in loads.items()}
+    aims = {b: aim(real, inner, (levels or {}).get(b)) for b in loads}
     total = sum(loads.values()) + forced
     n = len(loads)
-    # A band the totals cannot fit (one rack of a rack-bound cluster, say) is widened to what is possible.
-    top, bottom = max(inner.hi, total / n), min(inner.lo, total / n)
-    shed = {b: min(cap[b], x - top) for b, x in loads.items() if x > real.hi and x > top}
-    fill = {b: bottom - x for b, x in loads.items() if x < real.lo and x < bottom}
+    # A band the totals cannot fit (one rack of a rack-bound cluster, say) is widened to what is possible. The
+    # racks' levels are what is possible already: they are for the whole cluster, whose mean is inside the band.
+    top = {b: a.inner.hi if levels else max(a.inner.hi, total / n) for b, a in aims.items()}
+    bottom = {b: a.inner.lo if levels else min(a.inner.lo, total / n) for b, a in aims.items()}
+    shed = {b: min(cap[b], x - top[b]) for b, x in loads.items() if x > aims[b].real.hi and x > top[b]}
+    fill = {b: bottom[b] - x for b, x in loads.items() if x < aims[b].real.lo and x < bottom[b]}
     need_out, need_in = sum(shed.values()), sum(fill.values())
     if need_out == 0 and need_in == 0 and forced == 0:
         return Quotas()
     if need_out + forced >= need_in:
         takers = {b: x for b, x in loads.items() if b not in shed}
-        lam = level_where(lambda level: sum(max(0.0, level - x) for x in takers.values()), need_out + forced,
-                          rising=True)
-        into = {b: lam - x for b, x in takers.items() if lam > x}
+
+        def taken_at(level: float) -> float:
+            return sum(max(0.0, min(level, aims[b].rise_to) - x) for b, x in takers.items())
+
+        lam = level_where(taken_at, need_out + forced, rising=True)
+        into = {b: min(lam, aims[b].rise_to) - x for b, x in takers.items() if min(lam, aims[b].rise_to) > x}
         return Quotas(out={b: q for b, q in shed.items() if q > 0}, into=into)
     givers = {b: x for b, x in loads.items() if b not in fill}
     target = need_in - forced
 
     def shed_at(level: float) -> float:
-        return sum(min(cap[b], max(0.0, x - level)) for b, x in givers.items())
+        return sum(min(cap[b], max(0.0, x - max(level, aims[b].fall_to))) for b, x in givers.items())
 
     mu = level_where(shed_at, target, rising=False)
-    out = {b: min(cap[b], x - mu) for b, x in givers.items() if x > mu and cap[b] > 0}
+    out = {b: min(cap[b], x - max(mu, aims[b].fall_to)) for b, x in givers.items()
+           if x > max(mu, aims[b].fall_to) and cap[b] > 0}
     return Quotas(out=out, into=fill)
 
 
@@ -220,8 +260,9 @@ def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, floa
           *, largest_copies: int = 1, brokers: int = 0) -> Reach:
     """The bound of :class:`Reach` from what every plan must respect.
 
-    - Some broker of a domain holds at least the domain's average, so the highest broker is at least the largest
-      ``floor / brokers`` of any domain, and the lowest at most the smallest ``ceiling / brokers``.
+    - Some broker of a domain holds at least the domain's average, and the domains hold the total together, each
+      between its ``floor`` and ``ceiling``: the highest broker is at least the highest of the domains' most even
+      levels (:func:`even_levels`), the lowest at most the lowest of them.
     - A partition's replica sits whole on one broker: the highest broker holds at least the largest partition that
       stays on the brokers taking part (``largest``).
     - A broker keeps its replicas outside the selection (``fixed``): the highest holds at least the largest of those.
@@ -245,14 +286,45 @@ def reach(mean: float, domains: Sequence[DomainLimits], fixed: Mapping[int, floa
         if kept / mean > high.value:
             high = Limit(kept / mean, f"broker {broker} keeps {kept / mean:.3f} x mean of replicas outside the "
                                       "selection")
-    for d in domains:
-        if d.brokers <= 0:
-            continue
-        must, can = d.floor / d.brokers / mean, d.ceiling / d.brokers / mean
-        if must > high.value:
-            high = Limit(must, f"{d.name} ({d.brokers} brokers) must hold {must:.3f} x mean per broker (its share of "
-                               "every partition, racks kept)")
-        if can < low.value:
-            low = Limit(can, f"{d.name} ({d.brokers} brokers) can hold at most {can:.3f} x mean per broker (its "
-                             "share of every partition, racks kept)")
+    counted = [d for d in domains if d.brokers > 0]
+    levels = even_levels(counted, mean * sum(d.brokers for d in counted))
+    for d, level in zip(counted, levels, strict=True):
+        share = level / mean
+        if share > high.value:
+            high = Limit(share, _held(d, share, d.floor / d.brokers / mean >= share - REACH_SLACK, must=True))
+        if share < low.value:
+            low = Limit(share, _held(d, share, d.ceiling / d.brokers / mean <= share + REACH_SLACK, must=False))
     return Reach(lowest=low, highest=high)
+
+
+def _held(d: DomainLimits, share: float, own: bool, *, must: bool) -> str:
+    """Why a domain's even level is what it is: its own floor or ceiling, or what the other domains leave it."""
+    if own and must:
+        return (f"{d.name} ({d.brokers} brokers) must hold {share:.3f} x mean per broker (its share of every "
+                "partition, racks kept)")
+    if own:
+        return (f"{d.name} ({d.brokers} brokers) can hold at most {share:.3f} x mean per broker (its share of every "
+                "partition, racks kept)")
+    if must:
+        return (f"{d.name} ({d.brokers} brokers) holds at least {share:.3f} x mean per broker: the racks that can "
+                "hold no more of every partition leave it the rest")
+    return (f"{d.name} ({d.brokers} brokers) holds at most {share:.3f} x mean per broker: the racks that must hold "
+            "more of every partition leave it no more")
+
+
+def even_levels(domains: Sequence[DomainLimits], total: float) -> list[float]:
+    """The most even load per broker each domain can have, in the order of ``domains``: every domain at one common
+    level per broker, clamped to what it must and can hold (``floor`` and ``ceiling``), the level chosen so that the
+    domains hold ``total`` together. A domain's load can be anything between its floor and ceiling for all these
+    limits know, so no plan has a highest broker below the highest of these levels, or a lowest above the lowest:
+    some broker of a domain holds at least its average. (Racks of 8, 4 and 2 brokers with RF 2 and 3: the 8 brokers
+    can hold at most one replica of every partition, and the 4 and the 2 then share the rest evenly, above what the
+    2 must hold alone.)"""
+    if not domains:
+        return []
+
+    def held_at(level: float) -> float:
+        return sum(min(max(level * d.brokers, d.floor), d.ceiling) for d in domains)
+
+    common = level_where(held_at, total, rising=True)
+    return [min(max(common * d.brokers, d.floor), d.ceiling) / d.brokers for d in domains]

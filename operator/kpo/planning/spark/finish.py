@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from kpo.domain.count_greedy import Range, balance_counts
 from kpo.domain.greedy import Greedy, Key, Partition
 from kpo.domain.plan_contract import PlanRequest
-from kpo.planning.spark.balance import band
+from kpo.planning.spark.balance import aim, band
 from kpo.planning.spark.candidate import facts_of
 from kpo.planning.spark.cluster import Cluster
 from kpo.planning.spark.rounds import STAT_FIELDS, BrokerStats, count_quotas
@@ -69,17 +69,20 @@ class Row:
     original: tuple[int, ...] = ()
 
 
-def outside_band(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> frozenset[int]:
-    """Brokers taking part whose bytes are outside the band."""
+def outside_band(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float,
+                 levels: Mapping[int, float] | None = None) -> frozenset[int]:
+    """Brokers taking part whose bytes are outside the band, stretched to their rack's level where the racks keep
+    the band out of reach (``levels``, :func:`kpo.planning.spark.balance.aim`)."""
     loads = {b: stats[b].bytes if b in stats else 0 for b in cluster.eligible}
     real = band(float(sum(loads.values())), len(loads), tolerance)
-    return frozenset(b for b, x in loads.items() if not real.holds(x))
+    return frozenset(b for b, x in loads.items() if not aim(real, real, (levels or {}).get(b)).real.holds(x))
 
 
-def sources(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float) -> frozenset[int]:
+def sources(stats: Mapping[int | None, BrokerStats], cluster: Cluster, tolerance: float,
+            levels: Mapping[int, float] | None = None) -> frozenset[int]:
     """The brokers whose partitions the finish collects: those outside the band and the fullest above the mean
     (a broker below the band is filled from them); empty when every broker is inside the band."""
-    outside = outside_band(stats, cluster, tolerance)
+    outside = outside_band(stats, cluster, tolerance, levels)
     if not outside:
         return frozenset()
     loads = {b: stats[b].bytes if b in stats else 0 for b in cluster.eligible}

@@ -160,6 +160,8 @@ class _Rounds:
         self.count_seen: frozenset[int] = frozenset()
         # Why the balancing rounds ended, for the note when the band is not reached.
         self.stopped = "its byte rounds ended"
+        # Where the racks keep the band out of reach, the level each broker's rack allows (empty where they cannot).
+        self.levels: dict[int, float] = {} if closed else quality.rack_levels(state, cluster, self.stats)
 
     def recount(self) -> None:
         self.stats = moves.broker_stats(self.state, self.cluster)
@@ -191,7 +193,7 @@ class _Rounds:
         for _ in range(limit):
             forced = moves.forced_by_domain(self.state, self.cluster) if self.closed else None
             plan = decide_bytes(self.stats, self.cluster, self.request.tolerance, closed=self.closed,
-                                forced_by_domain=forced, broad=broad)
+                                forced_by_domain=forced, broad=broad, levels=self.levels)
             if plan.idle:
                 self.stopped = "its byte rounds found no quota left to fill"
                 return
@@ -212,7 +214,7 @@ class _Rounds:
         """The last few replicas of the byte rounds, placed by the greedy on the driver (:mod:`finish`), and when
         that brings every broker's bytes into the band, the counts' too, from the same collection; how many
         partitions it changed."""
-        senders = finish.sources(self.stats, self.cluster, self.request.tolerance)
+        senders = finish.sources(self.stats, self.cluster, self.request.tolerance, self.levels)
         if not senders:
             self.stopped = "its byte rounds found no quota left to fill"
             return 0
@@ -229,7 +231,7 @@ class _Rounds:
                         "its byte rounds moved few replicas and the greedy that placed the last ones found no single "
                         "replica move that brings a broker closer to the band")
         after = with_deltas(self.stats, finish.deltas(rows, targets, self.cluster))
-        if not finish.outside_band(after, self.cluster, self.request.tolerance):
+        if not finish.outside_band(after, self.cluster, self.request.tolerance, self.levels):
             targets = self._count_greedy(rows, targets, after)
             self.count_seen = senders | counting
         self._take(rows, targets)
@@ -283,13 +285,13 @@ class _Rounds:
         for _ in range(limit):
             moved = 0
             lift = decide_lift(self.stats, self.cluster, self.request.tolerance, closed=self.closed,
-                               exhausted=exhausted)
+                               exhausted=exhausted, levels=self.levels)
             if not lift.idle:
                 moved += self.move(lift)
                 # A giver that sent less than half its quota has little the brokers below the band can take (its
                 # replicas' partitions are there already): the next lift asks the others.
                 exhausted |= {b for b, q in lift.out.items() if self.last_sent.get(b, 0.0) < q / 2}
-            relieve = decide_relieve(self.stats, self.cluster, self.request.tolerance)
+            relieve = decide_relieve(self.stats, self.cluster, self.request.tolerance, levels=self.levels)
             if not relieve.idle:
                 moved += self.move(relieve)
             if not moved and lift.idle:

@@ -20,6 +20,7 @@ from kpo.planning.spark.balance import (
     DomainLimits,
     Reach,
     band,
+    even_levels,
     lower_bound,
     max_over_mean,
     reach,
@@ -127,15 +128,44 @@ def _limits(bound: Reach) -> str:
 def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, BrokerStats],
              after: tuple[BrokerLoad, ...]) -> Reach:
     """The bound of :func:`kpo.planning.spark.balance.reach` for this state (``initial``: the per-broker sums before any
-    move, for each broker's bytes outside the selection; ``after``: the loads, for the mean). One pass over the
-    partitions sums the selected partitions' bytes by replication factor and by the domains of their replicas kept on
-    brokers that take no part and are not removed (such a replica holds part of its rack's share, which the rack's
-    eligible brokers then need not hold), and finds the largest selected partition that stays on the brokers taking
-    part."""
-    fixed = {b: float(s.bytes - s.movable_bytes - s.forced_bytes) for b, s in initial.items()
-             if b is not None and b in cluster.eligible}
+    move, for each broker's bytes outside the selection; ``after``: the loads, for the mean)."""
+    fixed = _fixed(initial, cluster)
     taking_part = [b.bytes for b in after if b.broker in cluster.eligible]
     mean = sum(taking_part) / len(taking_part) if taking_part else 0.0
+    limits, largest, copies = domain_limits(state, cluster, fixed)
+    return reach(mean, list(limits.values()), fixed, largest, largest_copies=copies, brokers=len(cluster.eligible))
+
+
+def _fixed(stats: Mapping[int | None, BrokerStats], cluster: Cluster) -> dict[int, float]:
+    """Each broker's bytes the plan may not move (partitions outside the selection)."""
+    return {b: float(s.bytes - s.movable_bytes - s.forced_bytes) for b, s in stats.items()
+            if b is not None and b in cluster.eligible}
+
+
+def rack_levels(state: DataFrame, cluster: Cluster, stats: Mapping[int | None, BrokerStats]) -> dict[int, float]:
+    """Each broker's most even load as its rack allows (:func:`kpo.planning.spark.balance.even_levels`), in bytes,
+    for the rounds to aim at where the racks keep the band out of reach; empty where they cannot: without racks,
+    and with racks of one size holding no bytes outside the selection (every rack then has the same limits)."""
+    fixed = _fixed(stats, cluster)
+    if not cluster.rack_mode or (len({len(bs) for bs in cluster.domains.values()}) == 1
+                                 and not any(x > 0 for x in fixed.values())):
+        return {}
+    # What the brokers taking part hold once the plan is done: theirs, and what must come to them (replicas on
+    # removed brokers, replicas to create).
+    total = sum(float(s.bytes) for b, s in stats.items() if b in cluster.eligible) + sum(
+        float(s.forced_bytes) for b, s in stats.items() if b not in cluster.eligible)
+    limits, _, _ = domain_limits(state, cluster, fixed)
+    levels = dict(zip(limits, even_levels(list(limits.values()), total), strict=True))
+    return {b: levels[d] for d, bs in cluster.domains.items() for b in bs}
+
+
+def domain_limits(state: DataFrame, cluster: Cluster, fixed: Mapping[int, float],
+                  ) -> tuple[dict[int, DomainLimits], float, int]:
+    """Each domain's floor and ceiling (:class:`kpo.planning.spark.balance.DomainLimits`), the largest selected
+    partition that stays on the brokers taking part and how many of its replicas do. One pass over the partitions
+    sums the selected partitions' bytes by replication factor and by the domains of their replicas kept on brokers
+    that take no part and are not removed (such a replica holds part of its rack's share, which the rack's eligible
+    brokers then need not hold)."""
     eligible = id_set(cluster.eligible)
     removed = id_set(cluster.removed)
     domain = table(cluster.domain_of, "int")
@@ -161,9 +191,9 @@ def reach_of(state: DataFrame, cluster: Cluster, initial: Mapping[int | None, Br
             elsewhere = held.count(d)
             ceiling[d] += size * max(0, min(-(-rf // spread), len(bs)) - elsewhere)
             floor[d] += size * max(0, min(rf // spread, len(bs)) - elsewhere)
-    limits = [DomainLimits(name=f"rack {names[d]}" if cluster.rack_mode else f"broker {d}", brokers=len(bs),
-                           floor=floor[d], ceiling=ceiling[d]) for d, bs in domains.items()]
-    return reach(mean, limits, fixed, largest, largest_copies=copies, brokers=len(cluster.eligible))
+    limits = {d: DomainLimits(name=f"rack {names[d]}" if cluster.rack_mode else f"broker {d}", brokers=len(bs),
+                              floor=floor[d], ceiling=ceiling[d]) for d, bs in domains.items()}
+    return limits, largest, copies
 
 
 def _crowded(column: str, cluster: Cluster, *, after: bool) -> Column:
