@@ -74,15 +74,18 @@ def create_topic(admin: AdminClient, name: str, partitions: int, *, replication_
 def describe_topic(admin: AdminClient, name: str) -> dict[int, tuple[list[int], int, list[int]]]:
     """partition -> (replicas, leader, isr) from DescribeTopics.
 
-    Asked up to three times with a 10 s limit: a request sent to a node that was just killed gets no answer, and the
-    next one goes to a live node once the client's metadata has dropped the dead one."""
-    for attempt in range(3):
+    Asked up to five times with a 10 s limit, a second apart: a request sent to a node that was just killed gets no
+    answer, and the next one goes to a live node once the client's metadata has dropped the dead one. And every broker
+    learns a new topic from the metadata log on its own: a CI run on a loaded machine had one broker answer
+    DescribeTopics for a topic just created and the next request, sent to another, get UNKNOWN_TOPIC_OR_PART."""
+    for attempt in range(5):
         try:
             desc = admin.describe_topics(TopicCollection([name]), request_timeout=10)[name].result(timeout=15)
             break
         except (KafkaException, TimeoutError):
-            if attempt == 2:
+            if attempt == 4:
                 raise
+            time.sleep(1)
     return {p.id: ([r.id for r in p.replicas], p.leader.id if p.leader else -1, [r.id for r in p.isr])
             for p in desc.partitions}
 
