@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kpo.domain.greedy import Partition, place
+from kpo.domain.greedy import Partition, Setup, place
 from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
 from kpo.planning.spark.candidate import Standing, better, facts_of, standing
 from kpo.planning.spark.cluster import Cluster
@@ -28,9 +28,16 @@ def test_standing_is_the_lowest_and_highest_broker_over_the_mean() -> None:
     # Both outside: closer wins (issue 27's row: 0.980-1.112 against 0.738-1.536), even for more bytes ...
     (Standing(1018, 0.980, 1.112), Standing(760, 0.738, 1.536), True),
     (Standing(760, 0.738, 1.536), Standing(1018, 0.980, 1.112), False),
-    # ... and as close (within 0.001): fewer bytes wins.
-    (Standing(1195, 0.698, 3.751), Standing(1231, 0.6985, 3.751), True),
-    (Standing(1231, 0.6985, 3.751), Standing(1195, 0.698, 3.751), False),
+    # ... closer at one end and as close at the other, even by 2e-5 (issue 27's uneven-842-rf23: the lifted greedy
+    # against the rounds) and for more bytes ...
+    (Standing(932, 0.714642, 1.380477), Standing(897, 0.7138, 1.380497), True),
+    (Standing(897, 0.7138, 1.380497), Standing(932, 0.714642, 1.380477), False),
+    (Standing(1195, 0.698, 3.751), Standing(1231, 0.6985, 3.751), False),
+    # ... each closer at one end, as close in sum (within 0.001): fewer bytes wins; so with the same ends.
+    (Standing(1195, 0.698, 3.7505), Standing(1231, 0.6985, 3.751), True),
+    (Standing(1231, 0.6985, 3.751), Standing(1195, 0.698, 3.7505), False),
+    (Standing(1195, 0.698, 3.751), Standing(1231, 0.698, 3.751), True),
+    (Standing(1231, 0.698, 3.751), Standing(1231, 0.698, 3.751), False),
 ])
 def test_better_prefers_the_band_then_fewer_bytes_then_closer(candidate: Standing, incumbent: Standing,
                                                                wins: bool) -> None:
@@ -55,3 +62,25 @@ def test_the_greedys_facts_are_the_jobs_and_a_dead_brokers_replicas_stay_and_cou
     racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c"}
     for replicas in result.assignment.values():
         assert len({racks[b] for b in replicas}) == 3
+
+
+def test_the_candidates_lift_evens_a_full_rack_below_the_band_that_the_plain_greedy_leaves_uneven() -> None:
+    """Rack b's one broker holds a replica of every partition (2 x mean): the band is out of reach, rack a can hold at
+    most 2/3 x mean per broker. The plain greedy (the bench's reference) gives only from brokers above the mean: broker
+    1 stops at the mean, 2 and 3 at half of it. The lift evens rack a at its most, and the highest broker stays."""
+    facts = Setup(alive=frozenset({1, 2, 3, 4}), eligible=frozenset({1, 2, 3, 4}), removed=frozenset(),
+                  rack_of={1: "a", 2: "a", 3: "a", 4: "b"}, balancing=True, replication_factor=None, tolerance=0.05)
+    parts = [Partition("t", p, (1, 4), 10) for p in range(12)]
+    start = {p.key: list(p.replicas) for p in parts}
+
+    def loads(lift: bool) -> dict[int, int]:
+        result = place(facts, [1, 2, 3, 4], parts, [p.key for p in parts], start, lift=lift)
+        assert all(len(set(r)) == 2 and 4 in r for r in result.assignment.values()), result.assignment
+        out = dict.fromkeys([1, 2, 3, 4], 0)
+        for replicas in result.assignment.values():
+            for b in replicas:
+                out[b] += 10
+        return out
+
+    assert loads(lift=False) == {1: 60, 2: 30, 3: 30, 4: 120}
+    assert loads(lift=True) == {1: 40, 2: 40, 3: 40, 4: 120}

@@ -25,6 +25,9 @@ The rules, the same facts kpo's planner decides (``kpo.planning.spark.cluster``)
   its largest movable replica that does not carry either broker past the mean to the least loaded valid broker;
   when none fits, the smallest replica that still narrows the pair's worst deviation. Each move lowers the sum of
   squared deviations, so the loop ends; it ends when every broker is inside the band or no move helps.
+- lifting (the planning job's candidate only, :meth:`Greedy.lift`; the bench's reference stays the plain greedy): while
+  the lowest broker is below the band, a replica from any heavier broker that may give it one, even from below the
+  mean (where racks keep the band out of reach, a large rack's brokers end below it at uneven levels).
 
 :func:`plan` applies the request's rules itself (the bench); :func:`place` starts from facts and replica lists the
 planning job has already decided (its selection, offline partitions left out, replication factor applied).
@@ -282,9 +285,8 @@ class Greedy:
         mean = total / len(self.facts.eligible)
         return mean, mean * (1 - self.facts.tolerance), mean * (1 + self.facts.tolerance)
 
-    def balance(self, max_moves: int | None = None) -> None:
-        if not self.facts.balancing:
-            return
+    def _movable(self) -> dict[int, list[tuple[int, Key]]]:
+        """Each eligible broker's replicas of the partitions the plan may change, (size, key) ascending."""
         movable: dict[int, list[tuple[int, Key]]] = {b: [] for b in self.facts.eligible}
         for key in self.active:
             for b in self.slots[key]:
@@ -292,7 +294,27 @@ class Greedy:
                     movable[b].append((self.parts[key].size, key))
         for items in movable.values():
             items.sort()
-        limit = max_moves if max_moves is not None else 10 * sum(len(v) for v in movable.values()) + 10
+        return movable
+
+    def _limit(self, movable: Mapping[int, list[tuple[int, Key]]], max_moves: int | None) -> int:
+        return max_moves if max_moves is not None else 10 * sum(len(v) for v in movable.values()) + 10
+
+    def _move(self, move: tuple[Key, int, int], movable: Mapping[int, list[tuple[int, Key]]]) -> None:
+        key, source, target = move
+        index = self.slots[key].index(source)
+        self._drop(key, index)
+        self._put(key, index, target)
+        self._allowed_cache.pop(key, None)
+        item = (self.parts[key].size, key)
+        del movable[source][bisect.bisect_left(movable[source], item)]
+        bisect.insort(movable[target], item)
+        self.moves += 1
+
+    def balance(self, max_moves: int | None = None) -> None:
+        if not self.facts.balancing:
+            return
+        movable = self._movable()
+        limit = self._limit(movable, max_moves)
         mean, lo, hi = self.band()
         while self.moves < limit:
             order = sorted(self.facts.eligible, key=lambda b: (self.load[b], b))
@@ -301,15 +323,53 @@ class Greedy:
             move = self._best_move(order, movable, mean, lo, hi)
             if move is None:
                 return
-            key, source, target = move
-            index = self.slots[key].index(source)
-            self._drop(key, index)
-            self._put(key, index, target)
-            self._allowed_cache.pop(key, None)
-            item = (self.parts[key].size, key)
-            del movable[source][bisect.bisect_left(movable[source], item)]
-            bisect.insort(movable[target], item)
-            self.moves += 1
+            self._move(move, movable)
+
+    def lift(self, max_moves: int | None = None) -> None:
+        """Raise the lowest broker while it is below the band, from any broker heavier than it.
+
+        :meth:`balance` gives only from brokers above the mean. Where the racks keep the band out of reach, brokers of a
+        large rack end below the band at uneven levels, and no broker above the mean may give them anything without
+        breaking the spread; their rack-mates below the mean may. Each move goes to the lowest broker, from the
+        heaviest broker that has a replica it may give: the largest no more than half their gap (the pair ends
+        closest), else the smallest that still narrows it. The giver ends above the old lowest and the taker below the
+        giver's old load, so the lowest broker never drops, the highest never rises, and the sum of squared loads falls
+        with every move: the loop ends. It ends when the lowest broker is inside the band or nobody may give it
+        anything. At most :data:`FRUGAL_TRIES` replicas are tried on each side of the half gap per giver.
+        """
+        if not self.facts.balancing:
+            return
+        movable = self._movable()
+        limit = self._limit(movable, max_moves)
+        _, lo, _ = self.band()
+        while self.moves < limit:
+            bottom = min(self.facts.eligible, key=lambda b: (self.load[b], b))
+            if self.load[bottom] >= lo:
+                return
+            move = self._lift_move(bottom, movable)
+            if move is None:
+                return
+            self._move(move, movable)
+
+    def _lift_move(self, bottom: int, movable: Mapping[int, list[tuple[int, Key]]]) -> tuple[Key, int, int] | None:
+        floor = self.load[bottom]
+        for source in sorted(self.facts.eligible, key=lambda b: (-self.load[b], b)):
+            gap = self.load[source] - floor
+            if gap <= 0:
+                return None
+            items = movable[source]
+            half = bisect.bisect_right(items, (gap // 2, ("\uffff", 2**31)))
+            for size, key in reversed(items[max(0, half - FRUGAL_TRIES):half]):
+                if size <= 0:
+                    break
+                if bottom in self._allowed(key, source):
+                    return key, source, bottom
+            for size, key in items[half:half + FRUGAL_TRIES]:
+                if size >= gap:
+                    break
+                if bottom in self._allowed(key, source):
+                    return key, source, bottom
+        return None
 
     def _allowed(self, key: Key, source: int) -> tuple[int, ...]:
         """Brokers that may take ``key``'s replica from ``source`` without making its spread worse (cached until the
@@ -418,13 +478,16 @@ def plan(request: PlanRequest, brokers: Sequence[BrokerInfo], partitions: Iterab
 
 
 def place(facts: Setup, brokers: Iterable[int], partitions: Iterable[Partition], active: Iterable[Key],
-          start: Mapping[Key, Sequence[int | None]], *, max_moves: int | None = None) -> Result:
+          start: Mapping[Key, Sequence[int | None]], *, max_moves: int | None = None, lift: bool = False) -> Result:
     """The greedy plan from replica lists the caller has resized already (``start``, ``None`` for a replica still to
-    create) and the partitions it may change (``active``): forced replicas placed, then the balancing moves."""
+    create) and the partitions it may change (``active``): forced replicas placed, then the balancing moves, then,
+    with ``lift`` (the planning job's candidate; the bench's reference stays plain), :meth:`Greedy.lift`."""
     g = Greedy(facts, brokers, partitions, active, start=start)
     g.free_forced()
     g.place_forced()
     g.balance(max_moves)
+    if lift:
+        g.lift(max_moves)
     return g.result()
 
 

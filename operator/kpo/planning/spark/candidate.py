@@ -15,8 +15,10 @@ moves:
 
 1. a plan inside the band beats one outside it;
 2. of two plans inside the band, the one that moves fewer bytes;
-3. of two plans outside the band, the one closer to it: the smaller sum of how far its lowest broker is below the
-   band and its highest above it (relative to the mean); on a tie (within 0.001), the one that moves fewer bytes.
+3. of two plans outside the band, one whose lowest broker is as high and highest as low as the other's, and one of
+   them better, whatever the bytes: a user who compares the two ends sees it closer at one, as close at the other;
+4. else (each closer at one end), the smaller sum of how far its lowest broker is below the band and its highest
+   above it (relative to the mean); on a tie (within 0.001), or the same ends, the one that moves fewer bytes.
 
 On equal standing the rounds' plan stays. The candidate must keep every hard rule the rounds keep: no broker twice,
 nothing left on a removed broker, the replication factor, and no more rack violations than the rounds' plan; the job
@@ -68,7 +70,11 @@ def better(candidate: Standing, incumbent: Standing, tolerance: float) -> bool:
         if (mine == 0) != (theirs == 0):
             return mine == 0
         return candidate.bytes_moved < incumbent.bytes_moved
-    if abs(mine - theirs) > CLOSER:
+    as_low, as_high = candidate.low >= incumbent.low, candidate.high <= incumbent.high
+    at_most_low, at_most_high = candidate.low <= incumbent.low, candidate.high >= incumbent.high
+    if (as_low and as_high) != (at_most_low and at_most_high):
+        return as_low and as_high
+    if not (as_low and as_high) and abs(mine - theirs) > CLOSER:
         return mine < theirs
     return candidate.bytes_moved < incumbent.bytes_moved
 
@@ -106,7 +112,7 @@ def greedy_plan(state: DataFrame, cluster: Cluster, request: PlanRequest) -> Can
         if r["selected"]:
             active.append(p.key)
             start[p.key] = [None if b is None else int(b) for b in r["replicas"]]
-    result = place(facts_of(cluster, request), cluster.racks.keys(), parts, active, start)
+    result = place(facts_of(cluster, request), cluster.racks.keys(), parts, active, start, lift=True)
     by_key = {p.key: p for p in parts}
     targets: dict[Key, tuple[int, ...]] = {}
     loads = dict.fromkeys(cluster.eligible, 0.0)

@@ -377,7 +377,8 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
         if _greedy_instead(run, state):
             chosen = "greedy"
             run.stopped = ("the plan is the greedy candidate's (closer to the band than the rounds' plan, or as close "
-                           "for fewer bytes), which stops when no single replica move brings a broker closer")
+                           "for fewer bytes), which stops when no single replica move brings the highest broker closer "
+                           "or the lowest")
         log.info("greedy candidate considered, %s plan kept (%.1fs)", chosen, clock() - started)
     if cluster.no_leaders:
         run.state = checkpoint(lead_elsewhere(run.state, cluster.no_leaders))
