@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kpo.domain.plan_contract import BrokerInfo, Goal, PlanRequest
@@ -296,8 +296,19 @@ class Greedy:
             items.sort()
         return movable
 
-    def _limit(self, movable: Mapping[int, list[tuple[int, Key]]], max_moves: int | None) -> int:
-        return max_moves if max_moves is not None else 10 * sum(len(v) for v in movable.values()) + 10
+    def _run(self, pick: Callable[[Mapping[int, list[tuple[int, Key]]]], tuple[Key, int, int] | None],
+             max_moves: int | None) -> None:
+        """Make the moves ``pick`` chooses, one at a time, until it finds none or ``max_moves`` are made (by default
+        ten per movable replica: every move lowers the sum of squared loads, the limit only guards that)."""
+        if not self.facts.balancing:
+            return
+        movable = self._movable()
+        limit = max_moves if max_moves is not None else 10 * sum(len(v) for v in movable.values()) + 10
+        while self.moves < limit:
+            move = pick(movable)
+            if move is None:
+                return
+            self._move(move, movable)
 
     def _move(self, move: tuple[Key, int, int], movable: Mapping[int, list[tuple[int, Key]]]) -> None:
         key, source, target = move
@@ -311,19 +322,15 @@ class Greedy:
         self.moves += 1
 
     def balance(self, max_moves: int | None = None) -> None:
-        if not self.facts.balancing:
-            return
-        movable = self._movable()
-        limit = self._limit(movable, max_moves)
         mean, lo, hi = self.band()
-        while self.moves < limit:
+
+        def pick(movable: Mapping[int, list[tuple[int, Key]]]) -> tuple[Key, int, int] | None:
             order = sorted(self.facts.eligible, key=lambda b: (self.load[b], b))
             if self.load[order[-1]] <= hi and self.load[order[0]] >= lo:
-                return
-            move = self._best_move(order, movable, mean, lo, hi)
-            if move is None:
-                return
-            self._move(move, movable)
+                return None
+            return self._best_move(order, movable, mean, lo, hi)
+
+        self._run(pick, max_moves)
 
     def lift(self, max_moves: int | None = None) -> None:
         """Raise the lowest broker while it is below the band, from any broker heavier than it.
@@ -337,19 +344,13 @@ class Greedy:
         with every move: the loop ends. It ends when the lowest broker is inside the band or nobody may give it
         anything. At most :data:`FRUGAL_TRIES` replicas are tried on each side of the half gap per giver.
         """
-        if not self.facts.balancing:
-            return
-        movable = self._movable()
-        limit = self._limit(movable, max_moves)
         _, lo, _ = self.band()
-        while self.moves < limit:
+
+        def pick(movable: Mapping[int, list[tuple[int, Key]]]) -> tuple[Key, int, int] | None:
             bottom = min(self.facts.eligible, key=lambda b: (self.load[b], b))
-            if self.load[bottom] >= lo:
-                return
-            move = self._lift_move(bottom, movable)
-            if move is None:
-                return
-            self._move(move, movable)
+            return self._lift_move(bottom, movable) if self.load[bottom] < lo else None
+
+        self._run(pick, max_moves)
 
     def _lift_move(self, bottom: int, movable: Mapping[int, list[tuple[int, Key]]]) -> tuple[Key, int, int] | None:
         floor = self.load[bottom]
