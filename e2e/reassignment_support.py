@@ -12,6 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
+from kafka.errors import RetriableError
 
 from e2e.conftest import QUIET
 from e2e.kafka_support import broker_rate, set_throttle, wait_for
@@ -65,11 +66,23 @@ def kafka(bootstrap_servers: str) -> KafkaAdminAdapter:
 
 
 def ongoing(bootstrap_servers: str, topic: str) -> dict[int, OngoingReassignment]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        raw = admin.list_partition_reassignments()
-    finally:
-        admin.close()
+    """ListPartitionReassignments (kafka-python): the topic's moves in flight, as the controller lists them.
+
+    Asked again for up to 30 s while a connection is refused: kafka-python sends the request that finds the controller
+    to a node of its metadata, which lists a killed broker until the controller fences it (the bed's 12 s session);
+    a CI run saw ECONNREFUSED 8 s after a test had stopped the broker."""
+    deadline = time.monotonic() + 30
+    while True:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        try:
+            raw = admin.list_partition_reassignments()
+            break
+        except RetriableError:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            admin.close()
+        time.sleep(1)
     return {tp.partition: OngoingReassignment(tuple(v["replicas"]), tuple(v["adding_replicas"]),
                                               tuple(v["removing_replicas"]))
             for tp, v in raw.items() if tp.topic == topic}
