@@ -69,8 +69,8 @@ def ongoing(bootstrap_servers: str, topic: str) -> dict[int, OngoingReassignment
     """ListPartitionReassignments (kafka-python): the topic's moves in flight, as the controller lists them.
 
     Asked again for up to 30 s while a connection is refused: kafka-python sends the request that finds the controller
-    to a node of its metadata, which lists a killed broker until the controller fences it (the bed's 12 s session);
-    a CI run saw ECONNREFUSED 8 s after a test had stopped the broker."""
+    to a node of its metadata, which lists a killed broker until the controller fences it (the bed's broker session);
+    a CI run with a 12 s session saw ECONNREFUSED 8 s after a test had stopped the broker."""
     deadline = time.monotonic() + 30
     while True:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
