@@ -397,9 +397,8 @@ def test_destination_broker_sigkill(suite: Suite, testbed: Testbed, kafka_admin:
             wait_for(run.in_flight, 60, "moves onto the broker in flight")
             testbed.kill_node(broker)
             # Kafka cannot finish a move onto a dead broker: kpo must say so, not go quiet or give up. Measured at
-            # 12-30 s with a 6 s broker session: until the broker is fenced (12 s since stop 41) and librdkafka has
-            # dropped it, a tick may wait out a request timeout (10 s) on it; the broker-loss tests give the same
-            # minute.
+            # 12-30 s: until the broker is fenced (6 s) and librdkafka has dropped it, a tick may wait out a request
+            # timeout (10 s) on it; the broker-loss tests give the same minute.
             reported = _wait_quietly(lambda: _broker_unavailable(resources, broker), 60)
             status = run.status()
             if status.get("phase") != "Executing":

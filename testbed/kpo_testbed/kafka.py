@@ -174,12 +174,8 @@ class KafkaCluster:
             "log.cleaner.threads": "1",
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
             "log.segment.bytes": str(16 * 1024 * 1024),
-            # Failure detection in seconds, so that killing a node in a test shows up within a test's minute. Not
-            # 6 s (this bed's value until stop 41): two CI runs on two busy cores lost three tests the way a live
-            # broker fenced for missing its heartbeats that long would -- a leader moved off a broker no test had
-            # stopped, DescribeTopics answered UNKNOWN_TOPIC_OR_PART for a topic just created -- and Kafka's own
-            # default, 9 s, is for machines that are not shared with the rest of a test suite.
-            "broker.session.timeout.ms": "12000",
+            # Fast failure detection, so that killing a node in a test shows up in seconds, not minutes.
+            "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "1000",
             "replica.lag.time.max.ms": "10000",
             # The KRaft quorum's defaults (2 s fetch and request timeouts, 1 s election) are tuned for dedicated
