@@ -35,9 +35,10 @@ def dir_bytes(testbed: Testbed, bootstrap_servers: str, broker: int, topic: str)
     """Kafka's LogDirsCommand (kafka-log-dirs.sh): the size of each partition of ``topic`` in each log dir of
     ``broker`` (future replicas apart).
 
-    Asked up to three times, 2 s apart: the tool refuses a broker that DescribeCluster does not list, and a broker
-    that missed its heartbeats on a loaded machine is fenced, and unlisted, for a moment (a CI run lost this module's
-    first test, and one of test_demote.py's to a broker that had not learned a new topic, within minutes)."""
+    Asked up to three times, 2 s apart: the tool refuses a broker that DescribeCluster does not list, as a broker
+    fenced for missed heartbeats on a loaded machine would be for a moment. A CI run lost this module's first test
+    (its message cut, the cause not known) minutes after one of test_demote.py's to a broker that had not learned a
+    new topic."""
     for attempt in range(3):
         try:
             out = testbed.state.kafka.run_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
