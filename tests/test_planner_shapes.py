@@ -2,10 +2,11 @@
 
 The inputs in ``tests/data/planner/<case>/`` were written by the bench's generator (``bench/planner/generate.py``,
 seed 27) at 60 partitions: racks of 2 to 6 brokers with Pareto sizes, a topic of 4 partitions holding 80 % of the
-bytes, and the removal of a whole 2-broker rack. ``expected_plan.json`` pins the job's plan
-(kafka-reassign-partitions JSON); the greedy (:mod:`kpo.domain.greedy`, the bench's reference rules) is run here in
-plain Python and compared by the job's own rule (:func:`kpo.planning.spark.candidate.better`) and, where it stays
-outside the band, at both ends.
+bytes, the removal of a whole 2-broker rack, and an RF 2 -> 3 increase that only adds (no balancing; where the rounds'
+quotas placed the new replicas, the lowest broker ended at 0.117 x mean, the greedy's one at a time at 0.508).
+``expected_plan.json`` pins the job's plan (kafka-reassign-partitions JSON); the greedy (:mod:`kpo.domain.greedy`, the
+bench's reference rules) is run here in plain Python and compared by the job's own rule
+(:func:`kpo.planning.spark.candidate.better`) and, where it stays outside the band, at both ends.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kpo.planning.spark import job
 from kpo.planning.spark.candidate import Standing, better, standing
 
 DATA = Path(__file__).parent / "data" / "planner"
-CASES = ["racks-23456-pareto", "dominant-topic", "uneven-remove-small-rack"]
+CASES = ["racks-23456-pareto", "dominant-topic", "uneven-remove-small-rack", "rf-increase-add-only"]
 
 
 def _greedy_standing(folder: Path) -> tuple[greedy.Setup, Standing]:
@@ -65,6 +66,12 @@ def test_issue_27_shapes_golden_plan_never_worse_than_the_greedy(spark: SparkSes
     # "No better" is said exactly when the plan meets the bound.
     if metrics.band_reached is False:
         assert ("no plan can do better" in metrics.message) is bool(metrics.reach_met), metrics.message
+    if not facts.balancing:  # only the new replicas are placed: each partition keeps its replicas and gains one
+        original = {(r["topic"], r["partition"]): r["replicas"]
+                    for r in map(json.loads, (folder / "partitions").read_text().splitlines())}
+        for entry in plan["partitions"]:
+            kept = original[entry["topic"], entry["partition"]]
+            assert entry["replicas"][:len(kept)] == kept and len(entry["replicas"]) == len(kept) + 1, entry
     # Racks kept: RF 3 over the racks left, as evenly as they allow.
     rack = {b["id"]: b["rack"] for b in json.loads((folder / "brokers.json").read_text())}
     racks_left = len({rack[b] for b in facts.eligible})

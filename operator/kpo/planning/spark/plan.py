@@ -373,12 +373,15 @@ def make_plan(snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic
         run.bytes(2)  # small replicas moved for the counts may have tipped a broker's bytes
         run.settle()
     chosen = "rounds"
-    if cluster.balancing and sum(s.replicas for s in initial.values()) <= candidate.MAX_REPLICAS:
+    # Without balancing too: where only new or forced replicas are placed, the greedy's one at a time, largest first,
+    # onto the least loaded broker may leave the brokers' ends closer than the rounds' bulk quotas.
+    if sum(s.replicas for s in initial.values()) <= candidate.MAX_REPLICAS:
         if _greedy_instead(run, state):
             chosen = "greedy"
-            run.stopped = ("the plan is the greedy candidate's (closer to the band than the rounds' plan, or as close "
-                           "for fewer bytes), which stops when no single replica move brings the highest broker closer "
-                           "or the lowest")
+            if cluster.balancing:
+                run.stopped = ("the plan is the greedy candidate's (closer to the band than the rounds' plan, or as "
+                               "close for fewer bytes), which stops when no single replica move brings the highest "
+                               "broker closer or the lowest")
         log.info("greedy candidate considered, %s plan kept (%.1fs)", chosen, clock() - started)
     if cluster.no_leaders:
         run.state = checkpoint(lead_elsewhere(run.state, cluster.no_leaders))
