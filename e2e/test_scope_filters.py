@@ -58,7 +58,11 @@ def test_an_election_makes_no_excluded_broker_a_leader(kafka_admin: AdminClient,
     finally:
         admin.close()
     wait_for(lambda: replicas_of(kafka_admin, topic_name) == reordered, 60, "the reordered lists")
-    assert _leaders(kafka_admin, topic_name) == {0: 1, 1: 2, 2: 3, 3: 1}
+    # The leaders stay where they were, unless a broker lost its session on the loaded test bed meanwhile (a CI run
+    # saw partition 2 go from broker 3 to 1, the next of its old list): what the election must leave alone is what
+    # Kafka shows now. Broker 2, the preferred leader of partitions 0 and 2, must not lead them already.
+    before = _leaders(kafka_admin, topic_name)
+    assert before[0] != 2 and before[2] != 2, before
 
     resources.create(KPLE, "not-2", {"topics": [topic_name], "excludeLeaders": [2]})
     status = resources.wait_phase(KPLE, "not-2", {"Succeeded", "Failed", "Invalid"}, timeout=60)
@@ -66,7 +70,7 @@ def test_an_election_makes_no_excluded_broker_a_leader(kafka_admin: AdminClient,
     run = status["lastRun"]
     assert (run["elected"], run["excluded"], run["failed"]) == (2, 2, 0), run
     assert sorted(run["electedPartitions"]) == [f"{topic_name}-1", f"{topic_name}-3"]
-    wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: 1, 1: 3, 2: 3, 3: 3}, 30,
+    wait_for(lambda: _leaders(kafka_admin, topic_name) == {0: before[0], 1: 3, 2: before[2], 3: 3}, 30,
              "partitions 1 and 3 led by broker 3, partitions 0 and 2 left as they were")
 
 
