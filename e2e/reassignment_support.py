@@ -12,7 +12,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
-from kafka.errors import RetriableError
 
 from e2e.conftest import QUIET
 from e2e.kafka_support import broker_rate, set_throttle, wait_for
@@ -65,27 +64,27 @@ def kafka(bootstrap_servers: str) -> KafkaAdminAdapter:
     return KafkaAdminAdapter(ConnectionSettings(bootstrap_servers=bootstrap_servers))
 
 
-def ongoing(bootstrap_servers: str, topic: str) -> dict[int, OngoingReassignment]:
-    """ListPartitionReassignments (kafka-python): the topic's moves in flight, as the controller lists them.
+def listed_moves(bootstrap_servers: str) -> dict[Any, Any]:
+    """ListPartitionReassignments (kafka-python): every move in flight, as the controller lists them.
 
-    Asked again for up to 30 s while a connection is refused: kafka-python sends the request that finds the controller
-    to a node of its metadata, which lists a killed broker until the controller fences it (the bed's broker session);
-    a CI run with a 12 s session saw ECONNREFUSED 8 s after a test had stopped the broker."""
-    deadline = time.monotonic() + 30
-    while True:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    Asked again, with a new client, for up to 30 s while a connection is refused: kafka-python sends the request that
+    finds the controller to a node of its metadata, which lists a killed broker until the controller fences it (a CI
+    run with a 12 s broker session saw ECONNREFUSED 8 s after a test had stopped the broker)."""
+    def ask() -> dict[str, Any]:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=10_000)
         try:
-            raw = admin.list_partition_reassignments()
-            break
-        except RetriableError:
-            if time.monotonic() > deadline:
-                raise
+            return {"moves": dict(admin.list_partition_reassignments())}
         finally:
             admin.close()
-        time.sleep(1)
+
+    return dict(wait_for(ask, 30, "ListPartitionReassignments from a live broker", interval=1)["moves"])
+
+
+def ongoing(bootstrap_servers: str, topic: str) -> dict[int, OngoingReassignment]:
+    """The topic's moves in flight (:func:`listed_moves`)."""
     return {tp.partition: OngoingReassignment(tuple(v["replicas"]), tuple(v["adding_replicas"]),
                                               tuple(v["removing_replicas"]))
-            for tp, v in raw.items() if tp.topic == topic}
+            for tp, v in listed_moves(bootstrap_servers).items() if tp.topic == topic}
 
 
 class KeyedProducer:

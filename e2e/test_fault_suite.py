@@ -34,7 +34,7 @@ from kafka.admin import KafkaAdminClient
 from e2e.kafka_support import broker_rate, create_topic, replicas_of, topic_list, wait_for, wait_for_new_controller
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
-from e2e.reassignment_support import KeyedProducer, fill, read_log, spec_partitions
+from e2e.reassignment_support import KeyedProducer, fill, listed_moves, read_log, spec_partitions
 from kpo_testbed import Testbed
 
 KPR = "PartitionReassignment"
@@ -213,16 +213,8 @@ def live_bootstrap(testbed: Testbed) -> str:
 
 
 def _all_moves(testbed: Testbed) -> dict[Any, Any]:
-    """Every move Kafka lists. kafka-python picks the node it asks from metadata, which lists a broker killed a moment
-    ago until the controller fences it: a refused connection is retried (30 s) with a new client."""
-    def ask() -> dict[Any, Any]:
-        admin = KafkaAdminClient(bootstrap_servers=live_bootstrap(testbed), request_timeout_ms=10_000)
-        try:
-            return {"moves": dict(admin.list_partition_reassignments())}
-        finally:
-            admin.close()
-
-    return dict(wait_for(ask, 30, "ListPartitionReassignments from a live broker")["moves"])
+    """Every move Kafka lists, asked of the nodes running now (:func:`listed_moves`)."""
+    return listed_moves(live_bootstrap(testbed))
 
 
 def _throttles_left(admin: AdminClient, topic: str, settle: float = 30) -> list[str]:
