@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from kpo_testbed import Testbed
 
 T = TypeVar("T")
+# partition -> (replicas, leader, ISR), as DescribeTopics shows it
+Description = dict[int, tuple[list[int], int, list[int]]]
 
 
 def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.5) -> T:
@@ -71,7 +73,7 @@ def create_topic(admin: AdminClient, name: str, partitions: int, *, replication_
              30, f"topic {name} metadata")
 
 
-def describe_topic(admin: AdminClient, name: str) -> dict[int, tuple[list[int], int, list[int]]]:
+def describe_topic(admin: AdminClient, name: str) -> Description:
     """partition -> (replicas, leader, isr) from DescribeTopics.
 
     Asked up to five times with a 10 s limit, a second apart: a request sent to a node that was just killed gets no
@@ -91,23 +93,36 @@ def describe_topic(admin: AdminClient, name: str) -> dict[int, tuple[list[int], 
 
 
 def replicas_of(admin: AdminClient, name: str) -> dict[int, list[int]]:
-    return {p: r for p, (r, _, _) in describe_topic(admin, name).items()}
+    return _replicas(describe_topic(admin, name))
+
+
+def settled_description(admin: AdminClient, name: str, holds: Callable[[Description], bool],
+                        within: float = 10.0) -> Description:
+    """DescribeTopics until ``holds`` is true of the answer or ``within`` seconds pass; the last answer either way.
+
+    The controller commits a change (a finished move, a reordered list, an election) and every broker learns it from
+    the metadata log a moment later; DescribeTopics is answered by whichever broker the client picks. So one request
+    may show the change and the next, sent to a broker that has not applied the record yet, the state before it: a CI
+    run saw ``[3, 1, 2]`` (the move's replicas) right after the operator had seen ``[3, 1]`` and reported Succeeded,
+    and another ``[2, 3]`` right after a wait had seen the reordered ``[3, 2]``. Callers assert on what is returned,
+    so a state Kafka never reaches still fails, with what it showed last.
+    """
+    deadline, seen = time.monotonic() + within, describe_topic(admin, name)
+    while not holds(seen) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        seen = describe_topic(admin, name)
+    return seen
 
 
 def assert_replicas(admin: AdminClient, name: str, expected: dict[int, list[int]], within: float = 10.0) -> None:
-    """Assert the brokers show ``expected`` as the topic's replicas, allowing ``within`` seconds for them to learn it.
+    """Assert the brokers show ``expected`` as the topic's replicas, allowing ``within`` seconds for them to learn it
+    (see ``settled_description``)."""
+    seen = settled_description(admin, name, lambda d: _replicas(d) == expected, within)
+    assert _replicas(seen) == expected, f"Kafka shows {_replicas(seen)} for {name}, not {expected}"
 
-    The controller commits a finished move and every broker learns it from the metadata log a moment later;
-    DescribeTopics is answered by whichever broker the client picks. The operator may read the finished move from one
-    broker and the test ask another that has not applied the record yet: a CI run saw ``[3, 1, 2]`` (the move's
-    replicas) right after the operator had seen ``[3, 1]`` and reported Succeeded. A state Kafka never reaches still
-    fails, with the replicas last seen.
-    """
-    deadline, seen = time.monotonic() + within, replicas_of(admin, name)
-    while seen != expected and time.monotonic() < deadline:
-        time.sleep(0.25)
-        seen = replicas_of(admin, name)
-    assert seen == expected, f"Kafka shows {seen} for {name}, not {expected}"
+
+def _replicas(description: Description) -> dict[int, list[int]]:
+    return {p: r for p, (r, _, _) in description.items()}
 
 
 def set_throttle(admin: AdminClient, brokers: list[int], topic: str, rate: int | None) -> None:

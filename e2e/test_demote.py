@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from e2e.kafka_support import assert_replicas, create_topic, describe_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, create_topic, describe_topic, replicas_of, settled_description, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill
 
@@ -86,7 +86,8 @@ def test_a_demotion_also_elects_what_its_plan_did_not_reorder_and_names_what_can
     assert status["phase"] == "Succeeded", status
 
     # Kafka's view: broker 1 leads nothing another in-sync replica could lead, and keeps every replica.
-    after = describe_topic(kafka_admin, topic_name)
+    after = settled_description(kafka_admin, topic_name,
+                                lambda d: {p: leader for p, (_, leader, _) in d.items()} == {0: 3, 1: 2})
     assert {p: replicas for p, (replicas, _, _) in after.items()} == {0: [3, 1], 1: [2, 1]}, after
     assert {p: leader for p, (_, leader, _) in after.items()} == {0: 3, 1: 2}, "Leader: 3 Replicas: 3,1"
     assert describe_topic(kafka_admin, single) == {0: ([1], 1, [1])}
@@ -111,7 +112,8 @@ def test_a_demotion_that_reorders_no_list_still_takes_the_leadership_away(
                                        "approval": {"mode": "Automatic"}})
     status = resources.wait_phase(KPR, "demote-2", {"Succeeded", "Failed", "Invalid"}, timeout=240)
     assert status["phase"] == "Succeeded", status
-    assert describe_topic(kafka_admin, topic_name)[0][:2] == ([3, 1], 3), "Leader: 3 Replicas: 3,1"
+    after = settled_description(kafka_admin, topic_name, lambda d: d[0][:2] == ([3, 1], 3))
+    assert after[0][:2] == ([3, 1], 3), f"Leader: 3 Replicas: 3,1, not {after}"
     assert status["leaderElection"]["elected"] == 1 and status["leaderElection"]["stillLeading"] == 0
     resources.wait_event("demote-2", "Succeeded")
     reasons = [e.reason for e in resources.events("demote-2")]

@@ -17,8 +17,8 @@ from e2e.kafka_support import (
     assert_replicas,
     broker_rate,
     create_topic,
-    describe_topic,
     replicas_of,
+    settled_description,
     topic_list,
     wait_for,
 )
@@ -231,8 +231,9 @@ def test_elect_leaders_after_puts_leadership_on_the_first_target_replica(
     resources.create(KPR, "leaders", {"partitions": spec_partitions(topic_name, targets),
                                       "execution": {"electLeadersAfter": True}})
     status = resources.wait_phase(KPR, "leaders", "Succeeded", timeout=90)
-    described = describe_topic(kafka_admin, topic_name)
-    assert {p: leader for p, (_, leader, _) in described.items()} == {0: 2, 1: 3}
+    described = settled_description(kafka_admin, topic_name,
+                                    lambda d: {p: leader for p, (_, leader, _) in d.items()} == {0: 2, 1: 3})
+    assert {p: leader for p, (_, leader, _) in described.items()} == {0: 2, 1: 3}, described
     assert status["leaderElection"]["failed"] == 0
     assert status["leaderElection"]["elected"] + status["leaderElection"]["alreadyPreferred"] == 2
 

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from e2e.kafka_support import create_topic, describe_topic, replicas_of, wait_for
+from e2e.kafka_support import create_topic, describe_topic, replicas_of, settled_description, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill
 
@@ -86,16 +86,16 @@ def test_excluded_leaders_lead_nothing_after_the_election_even_where_no_list_cha
         admin.alter_partition_reassignments({KpTopicPartition(topic_name, 0): [3, 2]})
     finally:
         admin.close()
-    wait_for(lambda: replicas_of(kafka_admin, topic_name)[0] == [3, 2], 60, "the reordered list")
-    replicas, leader, isr = describe_topic(kafka_admin, topic_name)[0]
-    assert (replicas, leader, sorted(isr)) == ([3, 2], 2, [2, 3])
+    reordered = settled_description(kafka_admin, topic_name, lambda d: d[0][0] == [3, 2], within=60)
+    replicas, leader, isr = reordered[0]
+    assert (replicas, leader, sorted(isr)) == ([3, 2], 2, [2, 3]), reordered
 
     resources.create(KPR, "not-2", {
         "plan": {"goal": "Rebalance", "topics": [topic_name], "excludeLeaders": [2], "tolerance": 1.0},
         "approval": {"mode": "Automatic"}, "execution": {"electLeadersAfter": True}})
     status = resources.wait_phase(KPR, "not-2", {"Succeeded", "Failed", "Invalid"}, timeout=240)
     assert status["phase"] == "Succeeded", status
-    after = describe_topic(kafka_admin, topic_name)
+    after = settled_description(kafka_admin, topic_name, lambda d: d[0][:2] == ([3, 2], 3))
     assert after[0][:2] == ([3, 2], 3), f"partition 0 must be led by 3: {after}"
     assert [p for p, (_, leader, isr) in after.items() if leader == 2 and set(isr) - {2}] == [], after
     election = status["leaderElection"]
