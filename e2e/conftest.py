@@ -94,7 +94,7 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     if shared is not None and shared.healthy():
         yield shared
         return
-    bed = Testbed.up(tmp_path_factory.mktemp("testbed"))
+    bed = Testbed.up(tmp_path_factory.mktemp("testbed"), owner=os.getpid())
     try:
         yield bed
     finally:

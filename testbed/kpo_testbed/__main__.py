@@ -5,6 +5,7 @@
     python -m kpo_testbed start-node N                start it again and wait until it has registered
     python -m kpo_testbed controller                  print the node id of the active KRaft controller
     python -m kpo_testbed restart-apiserver [--down S] stop kube-apiserver, wait S seconds, start it again
+    python -m kpo_testbed reap-after PID TICKS        once that process is gone, stop the bed (started by `up`)
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from pathlib import Path
 
 from kpo_testbed.bed import Testbed, UnhealthyTestbedError
 from kpo_testbed.paths import REPO_ROOT
-from kpo_testbed.procs import is_running
+from kpo_testbed.procs import ProcessRecord, is_running
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kpo_testbed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".testbed", help="state directory")
@@ -35,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("node", type=int)
     restart = sub.add_parser("restart-apiserver")
     restart.add_argument("--down", type=float, default=0.0, help="seconds to stay down")
+    reap = sub.add_parser("reap-after")
+    reap.add_argument("pid", type=int)
+    reap.add_argument("ticks", type=int, help="its start time in clock ticks (/proc/PID/stat): a reused pid is not it")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     state_dir: Path = args.dir.resolve()
 
@@ -48,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"test bed up in {time.monotonic() - began:.1f}s: Kafka {bed.state.kafka.bootstrap_servers}, "
               f"kube-apiserver {bed.state.kube.server}")
         print(f"  . {state_dir / 'env'}")
+        return 0
+    if args.command == "reap-after":
+        _reap_after(state_dir, ProcessRecord(name="owner", pid=args.pid, start_ticks=args.ticks))
         return 0
     bed_or_none = Testbed.open(state_dir)
     if bed_or_none is None:
@@ -79,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             bed.start_apiserver()
     return 0
+
+
+def _reap_after(state_dir: Path, owner: ProcessRecord) -> None:
+    while is_running(owner):
+        time.sleep(2)
+    bed = Testbed.open(state_dir)
+    if bed is not None:
+        print(f"pid {owner.pid} ended without stopping its test bed in {state_dir}: stopping it", flush=True)
+        bed.down()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from kpo_testbed.kube import KubeControlPlane
 from kpo_testbed.paths import Binaries
 
 STATE_FILE = "state.json"
+REAPER = "reaper"
 ENV_FILE = "env"
 
 
@@ -65,8 +67,12 @@ class Testbed:
         return cls(state_dir, TestbedState.from_json(json.loads(path.read_text())), Binaries.from_cache())
 
     @classmethod
-    def up(cls, state_dir: Path) -> Testbed:
-        """Start the test bed in ``state_dir``, or return the one already running there when it is healthy."""
+    def up(cls, state_dir: Path, owner: int | None = None) -> Testbed:
+        """Start the test bed in ``state_dir``, or return the one already running there when it is healthy.
+
+        With ``owner`` (a pid), a reaper process stops the bed once the owner is gone without stopping it: a pytest
+        session killed by a signal runs no teardown, and the bed's processes, each in a session of its own, outlive
+        it. One killed mid-run left its 3 Kafka JVMs, etcd and kube-apiserver beside the next runs."""
         existing = cls.open(state_dir)
         if existing is not None:
             problems = existing.problems()
@@ -89,11 +95,40 @@ class Testbed:
                                               binaries.kube_controller_manager)
         bed = cls(state_dir, TestbedState(kafka=kafka, kube=kube), binaries)
         try:
+            if owner is not None:
+                bed._record(bed._start_reaper(owner))
+                bed._save()
             bed._start_all()
-        except BaseException:
+        except BaseException as exc:
+            # down() removes the data directory and the logs in it: what went wrong must be read before.
+            exc.add_note(bed.start_report())
             bed.down()
             raise
         return bed
+
+    def _start_reaper(self, owner: int) -> procs.ProcessRecord:
+        record = procs.record_of(owner, "owner")
+        here = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+        argv = [sys.executable, "-m", "kpo_testbed", "--dir", str(self.state_dir), "reap-after", str(record.pid),
+                str(record.start_ticks)]
+        return procs.start(REAPER, argv, self.state_dir / "reaper.log", env=env)
+
+    def start_report(self) -> str:
+        """Each process started so far, whether it still runs, and the end of its log."""
+        parts = []
+        for name, record in self.state.processes.items():
+            state = "running" if procs.is_running(record) else "exited"
+            parts.append(f"--- {name} (pid {record.pid}, {state}), {self._log_of(name)}:\n"
+                         f"{procs.tail(self._log_of(name))}")
+        return "\n".join(parts)
+
+    def _log_of(self, name: str) -> Path:
+        if name == REAPER:
+            return self.state_dir / "reaper.log"
+        if name.startswith("kafka-"):
+            return self.state.kafka.node_dir(int(name.removeprefix("kafka-"))) / "server.log"
+        return self.state.kube.root / f"{name}.log"
 
     def _start_all(self) -> None:
         kafka, kube = self.state.kafka, self.state.kube
@@ -113,7 +148,9 @@ class Testbed:
         procs.wait_until(kube.apiserver_ready, 120, "kube-apiserver /readyz")
         self._record(kube.start_controller_manager())
         self._save()
-        procs.wait_until(kube.controller_manager_healthy, 60, "kube-controller-manager /healthz")
+        # 120 s as for the API server: on a loaded machine (two workers' beds starting beside the unit tests) a CI run
+        # saw both controller managers miss 60 s.
+        procs.wait_until(kube.controller_manager_healthy, 120, "kube-controller-manager /healthz")
         self.write_env()
 
     def down(self) -> None:
@@ -125,10 +162,14 @@ class Testbed:
         procs.stop_all(kube_first + kafka_nodes)
         if "etcd" in running:
             procs.stop(running["etcd"])
+        reaper = running.get(REAPER)
         self.state.processes.clear()
         shutil.rmtree(self.state_dir / "data", ignore_errors=True)
         for name in (STATE_FILE, ENV_FILE):
             (self.state_dir / name).unlink(missing_ok=True)
+        # Last: should the owner die halfway through this, its reaper finishes the job.
+        if reaper is not None and reaper.pid != os.getpid():
+            procs.stop(reaper)
 
     def healthy(self) -> bool:
         return not self.problems()

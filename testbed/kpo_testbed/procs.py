@@ -45,6 +45,14 @@ def _start_ticks(pid: int) -> int | None:
     return None if fields is None else int(fields[19])
 
 
+def record_of(pid: int, name: str) -> ProcessRecord:
+    """The record of a running process this module did not start (the caller itself, say)."""
+    ticks = _start_ticks(pid)
+    if ticks is None:
+        raise ProcessLookupError(pid)
+    return ProcessRecord(name=name, pid=pid, start_ticks=ticks)
+
+
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
@@ -104,6 +112,18 @@ def stop_all(records: Sequence[ProcessRecord], timeout: float = 30.0) -> None:
                 os.kill(record.pid, signal.SIGTERM)
     for record in records:
         stop(record, timeout=timeout)
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a log, or a line saying there is none; reads at most the last 64 KiB."""
+    try:
+        with path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 65536))
+            text = log.read().decode(errors="replace")
+    except OSError as exc:
+        return f"(no log: {exc})"
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def free_ports(count: int) -> list[int]:
