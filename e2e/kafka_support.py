@@ -121,6 +121,12 @@ def assert_replicas(admin: AdminClient, name: str, expected: dict[int, list[int]
     assert _replicas(seen) == expected, f"Kafka shows {_replicas(seen)} for {name}, not {expected}"
 
 
+def assert_partition(admin: AdminClient, name: str, partition: int, expected: list[int], within: float = 10.0) -> None:
+    """``assert_replicas`` for one partition, the others as they are."""
+    seen = settled_description(admin, name, lambda d: d[partition][0] == expected, within)
+    assert seen[partition][0] == expected, f"Kafka shows {seen[partition][0]} for {name}-{partition}, not {expected}"
+
+
 def _replicas(description: Description) -> dict[int, list[int]]:
     return {p: r for p, (r, _, _) in description.items()}
 

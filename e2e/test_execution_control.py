@@ -14,10 +14,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from e2e.kafka_support import (
+    assert_partition,
     assert_replicas,
     broker_rate,
     create_topic,
-    replicas_of,
     settled_description,
     topic_list,
     wait_for,
@@ -76,7 +76,7 @@ def test_max_moves_per_broker_is_never_exceeded(kafka_admin: AdminClient, bootst
     for sample in sampler.samples:
         per_broker = Counter(b for move in sample.values() for b in move["replicas"])
         assert max(per_broker.values(), default=0) <= 1, f"two moves share a broker: {sample}"
-    assert {p: r for p, r in replicas_of(kafka_admin, topic_name).items()} == targets
+    assert_replicas(kafka_admin, topic_name, targets)
 
 
 def test_max_moves_per_broker_direction_is_never_exceeded(kafka_admin: AdminClient, bootstrap_servers: str,
@@ -214,7 +214,7 @@ def test_revert_restores_every_original_including_completed(kafka_admin: AdminCl
                                        "onStop": "Revert"})
         wait_for(lambda: resources.status(KPR, "undo").get("progress", {}).get("completed") == 1, 60,
                  "p0 to complete while p1 and p2 are in flight")
-        assert replicas_of(kafka_admin, topic_name)[0] == [2]
+        assert_partition(kafka_admin, topic_name, 0, [2])
         resources.patch_spec(KPR, "undo", {"stop": True})
         status = resources.wait_phase(KPR, "undo", "Reverted", timeout=120)
     assert_replicas(kafka_admin, topic_name, original)
@@ -275,7 +275,7 @@ def test_the_clusters_throttles_are_recorded_in_one_place_and_an_upgraded_operat
     resources.patch_spec(KPR, "shares-a", {"stop": True})
     resources.wait_phase(KPR, "shares-a", "Stopped", timeout=120)
     wait_for(lambda: set(ongoing(bootstrap_servers, topic_name)) == {1}, 30, "shares-a's move cancelled")
-    assert replicas_of(kafka_admin, topic_name)[0] == [1]
+    assert_partition(kafka_admin, topic_name, 0, [1])
     assert broker_rate(kafka_admin, 3) == "20000", "shares-b still needs broker 3's rate"
     assert "1:2" in topic_list(kafka_admin, topic_name, "leader.replication.throttled.replicas")
     assert topic_list(kafka_admin, topic_name, "follower.replication.throttled.replicas") == {"1:3"}

@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from e2e.kafka_support import assert_replicas, create_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_partition, assert_replicas, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.operator_support import OperatorProcess
 from e2e.reassignment_support import kafka, ongoing, spec_partitions
@@ -97,7 +97,7 @@ def test_consumer_offsets_moves_when_allowed_keeping_its_replication_factor(
                                                          "replicas": rotated}]}
     resources.create(KPR, "offsets-leader", spec)
     resources.wait_phase(KPR, "offsets-leader", "Succeeded", timeout=90)
-    assert replicas_of(kafka_admin, OFFSETS)[partition] == rotated
+    assert_partition(kafka_admin, OFFSETS, partition, rotated)
     assert {p: r for p, r in replicas_of(kafka_admin, OFFSETS).items() if p != partition} == \
         {p: r for p, r in before.items() if p != partition}
     assert _submissions(kpo_operator, namespace, "offsets-leader") == [f"{OFFSETS}-{partition}->{rotated}"]

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kubernetes import client
 
-from e2e.kafka_support import broker_rate, create_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_replicas, broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.own_cluster_support import KPR, OldKafkaCluster, cluster_of_release, operator_for
 from e2e.reassignment_support import fill
@@ -93,7 +93,7 @@ def test_an_explicit_move_still_works_on_those_brokers(
                                            "execution": {"throttle": 10_000_000}})
     status = old_resources.wait_phase(KPR, "move-old", {"Succeeded", "Failed", "Invalid"}, timeout=90)
     assert status["phase"] == "Succeeded", status
-    assert replicas_of(admin, topic_name) == {0: [2, 3]}
+    assert_replicas(admin, topic_name, {0: [2, 3]})
     assert not kp.list_partition_reassignments()
     # The throttle goes right after the phase (the tick that ends the run takes it back).
     wait_for(lambda: not old_resources.status(KPR, "move-old").get("throttle"), 60, "the throttle taken back")

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from e2e.argocd_support import argocd_health
 from e2e.conftest import QUIET
-from e2e.kafka_support import assert_replicas, broker_rate, create_topic, replicas_of, wait_for
+from e2e.kafka_support import assert_partition, assert_replicas, broker_rate, create_topic, replicas_of, wait_for
 from e2e.kube_support import Resources
 from e2e.reassignment_support import fill, kafka, ongoing, spec_partitions
 from e2e.test_broker_loss import _roles, node_down
@@ -244,7 +244,7 @@ def _judge_cancelled(kafka_admin: AdminClient, bootstrap_servers: str, topic: st
     """onStall Cancel: the move is cancelled (KIP-455: back on the controller), the partition failed with why, the
     stalled move still named with its broker, and the conditions as docs/api.md says while the victim is down."""
     status = resources.wait_phase(KPR, "stall-cancel", "Failed", timeout=60)
-    assert replicas_of(kafka_admin, topic)[1] == [controller]
+    assert_partition(kafka_admin, topic, 1, [controller])
     assert set(ongoing(bootstrap_servers, topic)) == {0}, "Report leaves its move running; Cancel did not"
     assert [(f["partition"], f["reason"]) for f in status["failures"]] == [(1, "MoveStalled")]
     assert [(m["partition"], m["down"], m["cancelled"]) for m in status["stalledMoves"]] == [(1, [victim], True)]
@@ -352,7 +352,8 @@ def test_a_move_whose_destination_broker_dies_is_flagged_stalled_in_time_or_canc
         resources.patch_spec(KPR, "stall-report", {"execution": {"throttle": 50_000_000}})
         status = resources.wait_phase(KPR, "stall-report", "Succeeded", timeout=120)
         assert not status.get("stalledMoves")
-        assert replicas_of(kafka_admin, topic_name)[0] == [victim] and 0 not in ongoing(bootstrap_servers, topic_name)
+        assert_partition(kafka_admin, topic_name, 0, [victim])
+        assert 0 not in ongoing(bootstrap_servers, topic_name)
         assert _condition(resources, "stall-report", "Stalled")["status"] == "False"
         assert len(_events(resources, "stall-report", "MoveStalled")) == 1
         # Both throttles are taken back once the victim is back (it kept its rates while it was down).
@@ -434,7 +435,8 @@ def test_a_move_that_copies_but_never_catches_up_is_flagged_with_its_lag_and_end
         assert not status.get("stalledMoves") and _condition(resources, "behind", "Stalled")["status"] == "False"
         assert len(_events(resources, "behind", "StallCleared")) == 1
         assert len(_events(resources, "behind", "MoveStalled")) == 1
-        assert replicas_of(kafka_admin, topic_name)[0] == [victim] and 0 not in ongoing(bootstrap_servers, topic_name)
+        assert_partition(kafka_admin, topic_name, 0, [victim])
+        assert 0 not in ongoing(bootstrap_servers, topic_name)
         wait_for(lambda: not resources.status(KPR, "behind").get("throttle"), 60, "the throttle taken back")
         assert broker_rate(kafka_admin, controller) is None and broker_rate(kafka_admin, victim) is None
     assert not errors, errors[:5]
