@@ -437,8 +437,7 @@ def test_kube_apiserver_restart(suite: Suite, testbed: Testbed, kpo_operator: Op
     resources.create("PreferredLeaderElection", "at-rest", {"topics": [f"{topic_name}-rest"]})
     for kind in (KPR, "TopicPartitionCount", "PreferredLeaderElection"):
         resources.wait_phase(kind, "at-rest", "Succeeded", timeout=60)
-    at_rest = {kind: resources.get(kind, "at-rest")["metadata"]["resourceVersion"]
-               for kind in (KPR, "TopicPartitionCount", "PreferredLeaderElection")}
+    at_rest = _at_rest(resources, (KPR, "TopicPartitionCount", "PreferredLeaderElection"), "at-rest")
     # Moves large enough to outlast the outage: the ticks must resume after it to finish them, and the status is
     # sampled for a while after the API is back (with 60 messages the moves ended while it was down, and an operator
     # that wrote Succeeded as soon as it was back left the sampler only a few reads).
@@ -517,6 +516,25 @@ def test_revert_with_a_broker_down(suite: Suite, testbed: Testbed, kafka_admin: 
             _restart(testbed, broker)
     final = resources.status(KPR, "faulted")
     assert not final.get("throttle"), final.get("throttle")
+
+
+def _at_rest(resources: Resources, kinds: tuple[str, ...], name: str) -> dict[str, str]:
+    """The resources' resourceVersions once two reads 2 s apart agree, within 30 s.
+
+    The phase is written first; the operator's last write on a finished resource may come a moment later (a CI run
+    saw a TopicPartitionCount's version move once right after its Succeeded, seconds before the outage). A resource
+    that keeps being written is not at rest, and fails here."""
+    def versions() -> dict[str, str]:
+        return {kind: resources.get(kind, name)["metadata"]["resourceVersion"] for kind in kinds}
+
+    seen = [versions()]
+
+    def settled() -> dict[str, str] | None:
+        time.sleep(2)
+        seen.append(versions())
+        return seen[-1] if seen[-1] == seen[-2] else None
+
+    return wait_for(settled, 30, f"{name} of {kinds} to settle; versions seen {seen}")
 
 
 def _restart(testbed: Testbed, node: int) -> None:
