@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.helm_support import kubectl
 from e2e.kube_support import GROUP, VERSION, wait_until
 from e2e.operator_support import terminate
-from kpo_testbed import Testbed
+from kpo_testbed import Testbed, procs
 from kpo_testbed.flux import FluxBinaries, GitRepository
 from kpo_testbed.paths import REPO_ROOT, TESTBED_DIR
 from kpo_testbed.procs import free_ports
@@ -72,8 +72,7 @@ class _Process:
             return False
 
     def log_tail(self, lines: int = 40) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return procs.tail(self.log_path, lines)
 
 
 class FluxControllers:

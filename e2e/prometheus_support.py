@@ -19,6 +19,7 @@ import yaml
 from e2e.helm_support import free_port
 from e2e.kube_support import wait_until
 from e2e.operator_support import terminate
+from kpo_testbed import procs
 from kpo_testbed.prometheus import PrometheusBinaries
 
 JOB = "kpo"
@@ -80,5 +81,4 @@ class PrometheusServer:
         terminate(self.proc)
 
     def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return procs.tail(self.log_path, lines)

@@ -534,7 +534,7 @@ def _at_rest(resources: Resources, kinds: tuple[str, ...], name: str) -> dict[st
         seen.append(versions())
         return seen[-1] if seen[-1] == seen[-2] else None
 
-    return wait_for(settled, 30, f"{name} of {kinds} to settle; versions seen {seen}")
+    return wait_for(settled, 30, f"{name} of {kinds} to settle (first read: {seen[0]})")
 
 
 def _restart(testbed: Testbed, node: int) -> None:
